@@ -1,0 +1,5 @@
+"""Pocket TTS in plain PyTorch: FlowLM, the Mimi codec, and the streaming synthesizer.
+
+Nothing in this package knows about Wyoming; the server talks to it through
+`synthesizer` and `voice`.
+"""
