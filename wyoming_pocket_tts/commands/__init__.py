@@ -1,0 +1,1 @@
+"""One module per subcommand of `wyoming-pocket-tts` (see `__main__.py`)."""
