@@ -1,0 +1,62 @@
+"""Session-wide test models, tokenizers and voices, built once under a temporary directory.
+
+Building is cached per directory, so every fixture here costs its build time
+once per session: the tiny model about 5 s, the real-size English model well
+under a minute. Tests marked `slow` run by default; `--skip-slow` skips them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.reference_model import BuiltModel, build_model
+from tests.support.voices_audio import write_voice_wav
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--skip-slow", action="store_true", help="skip tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--skip-slow"):
+        return
+    skip = pytest.mark.skip(reason="--skip-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(models_dir: Path) -> Path:
+    """Where the test SentencePiece models are trained (once per vocabulary size)."""
+    return models_dir / "tokenizers"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(models_dir: Path, tokenizer_dir: Path) -> BuiltModel:
+    """The standard English family shrunk to a few hundred thousand parameters."""
+    return build_model(models_dir / "tiny", tiny=True, tokenizer_dir=tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def english_model(models_dir: Path, tokenizer_dir: Path) -> BuiltModel:
+    """The standard English model at full size (6 layers, d_model 1024), random weights."""
+    return build_model(models_dir / "english", tokenizer_dir=tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default test voice; `eos_at_frame` models are solved for this one."""
+    return write_voice_wav(tmp_path_factory.mktemp("voices") / "voice.wav")
+
+
+@pytest.fixture(scope="session")
+def other_voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_voice_wav(tmp_path_factory.mktemp("voices") / "other_voice.wav", seed=1)
