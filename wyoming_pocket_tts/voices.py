@@ -1,0 +1,212 @@
+"""Which voices exist, and which are loaded: a bounded cache of encoded voice states.
+
+A voice state is the model's cache after it has read a voice prompt; building one from
+an audio file runs the Mimi encoder and the transformer (seconds on a small CPU), and
+each one holds megabytes. So voices load on first use, off the event loop, at most once
+however many requests ask for them at the same moment, and only `max_loaded` stay in
+memory: the least recently used one goes first, but never the default voice and never
+one that a request is speaking with.
+
+Everything here runs on the event loop thread except the loader itself, so the
+bookkeeping needs no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from concurrent.futures import Executor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Audio files a voice can be cloned from (whatever the engine's audio reader opens).
+AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".ogg", ".mp3"})
+#: A voice state exported in the reference's safetensors format.
+STATE_SUFFIX = ".safetensors"
+
+V = TypeVar("V")
+
+
+class VoiceKind(enum.Enum):
+    AUDIO = "audio"  # a recording to clone: encoded on load
+    STATE = "state"  # an exported voice state: read on load
+
+
+@dataclass(frozen=True)
+class VoiceSource:
+    """Where a voice comes from. `mtime_ns` makes an edited file a different source, so
+    replacing a file in --voices-dir takes effect without a restart."""
+
+    name: str
+    path: Path
+    kind: VoiceKind
+    description: str
+    mtime_ns: int = 0
+
+
+class UnknownVoiceError(LookupError):
+    """A request named a voice that does not exist; the message lists those that do."""
+
+    def __init__(self, name: str, available: Iterable[str]) -> None:
+        self.name = name
+        self.available = sorted(available)
+        listing = ", ".join(self.available) if self.available else "none"
+        super().__init__(f"Unknown voice '{name}'. Available voices: {listing}")
+
+
+def voice_from_file(path: Path) -> VoiceSource | None:
+    """The voice a file provides (named by its stem), or None if it is not a voice file."""
+    suffix = path.suffix.lower()
+    if suffix in AUDIO_SUFFIXES:
+        kind, description = VoiceKind.AUDIO, f"Custom voice cloned from {path.name}"
+    elif suffix == STATE_SUFFIX:
+        kind, description = VoiceKind.STATE, f"Custom voice ({path.name})"
+    else:
+        return None
+    try:
+        mtime_ns = path.stat().st_mtime_ns
+    except OSError:  # removed while we looked
+        return None
+    return VoiceSource(path.stem, path, kind, description, mtime_ns)
+
+
+def scan_voices_dir(directory: Path) -> dict[str, VoiceSource]:
+    """Voices in a folder. A voice state wins over a recording with the same name,
+    since it is what exporting that recording produces."""
+    if not directory.is_dir():
+        return {}
+    found: dict[str, VoiceSource] = {}
+    for path in sorted(directory.iterdir()):
+        source = voice_from_file(path) if path.is_file() else None
+        if source is None or source.name.startswith("."):
+            continue
+        existing = found.get(source.name)
+        if existing is None or source.kind is VoiceKind.STATE:
+            found[source.name] = source
+    return found
+
+
+def _failed(future: asyncio.Future) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+@dataclass(eq=False)
+class _Loaded(Generic[V]):
+    source: VoiceSource
+    voice: V
+    users: int = 0
+
+
+class VoiceStore(Generic[V]):
+    """Loaded voices, bounded in number, shared by all connections.
+
+    `sources` is asked for the available voices on every lookup (it rescans folders,
+    so a file added at run time is usable at once); `load` turns a source into a
+    voice state and runs on `executor`, never on the event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        sources: Callable[[], Mapping[str, VoiceSource]],
+        load: Callable[[VoiceSource], V],
+        default_voice: str,
+        max_loaded: int,
+        executor: Executor | None = None,
+    ) -> None:
+        if max_loaded < 1:
+            raise ValueError("max_loaded must be at least 1")
+        self._sources = sources
+        self._load = load
+        self.default_voice = default_voice
+        self._max_loaded = max_loaded
+        self._executor = executor
+        self._loaded: OrderedDict[str, _Loaded[V]] = OrderedDict()  # least recent first
+        self._loading: dict[VoiceSource, asyncio.Future[V]] = {}
+
+    def available(self) -> dict[str, VoiceSource]:
+        return dict(self._sources())
+
+    @property
+    def loaded(self) -> list[str]:
+        """Names of the voices in memory, least recently used first."""
+        return list(self._loaded)
+
+    def lookup(self, name: str | None) -> VoiceSource:
+        """The source of a voice (the default one for None), or UnknownVoiceError."""
+        name = name or self.default_voice
+        available = self._sources()
+        if name not in available:
+            raise UnknownVoiceError(name, available)
+        return available[name]
+
+    @asynccontextmanager
+    async def use(self, name: str | None) -> AsyncIterator[V]:
+        """The loaded voice, kept in memory until the block exits."""
+        entry = await self._acquire(self.lookup(name))
+        try:
+            yield entry.voice
+        finally:
+            entry.users -= 1
+            self._evict()
+
+    async def preload(self, names: Iterable[str]) -> None:
+        """Load voices now (at startup, so the first request does not wait)."""
+        for name in names:
+            async with self.use(name):
+                pass
+
+    async def _acquire(self, source: VoiceSource) -> _Loaded[V]:
+        entry = self._loaded.get(source.name)
+        if entry is None or entry.source != source:
+            voice = await self._load_once(source)
+            entry = self._loaded.get(source.name)
+            if entry is None or entry.source != source:
+                entry = _Loaded(source, voice)
+                self._loaded[source.name] = entry  # replaces a stale version, if any
+        # No await between here and the lookup above: nothing can evict it meanwhile.
+        entry.users += 1
+        self._loaded.move_to_end(source.name)
+        self._evict()
+        return entry
+
+    async def _load_once(self, source: VoiceSource) -> V:
+        """Load `source`, or wait for the load another request already started."""
+        loading = self._loading.get(source)
+        if loading is None or _failed(loading):
+            loading = asyncio.ensure_future(self._run_loader(source))
+            # A load whose waiters all disconnected must not warn "exception never
+            # retrieved": its failure is reported to whoever asks next.
+            loading.add_done_callback(lambda future: future.cancelled() or future.exception())
+            self._loading[source] = loading
+        try:
+            # Shielded: one waiter's disconnect must not cancel the load for the others.
+            return await asyncio.shield(loading)
+        finally:
+            if loading.done() and self._loading.get(source) is loading:
+                del self._loading[source]
+
+    async def _run_loader(self, source: VoiceSource) -> V:
+        _LOGGER.info("Loading voice %s from %s", source.name, source.path)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        voice = await loop.run_in_executor(self._executor, self._load, source)
+        _LOGGER.info("Loaded voice %s in %.2f s", source.name, loop.time() - started)
+        return voice
+
+    def _evict(self) -> None:
+        excess = len(self._loaded) - self._max_loaded
+        for name, entry in list(self._loaded.items()):
+            if excess <= 0:
+                return
+            if entry.users == 0 and name != self.default_voice:
+                del self._loaded[name]
+                excess -= 1
+                _LOGGER.debug("Unloaded voice %s (least recently used)", name)
