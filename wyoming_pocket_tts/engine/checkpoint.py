@@ -1,0 +1,70 @@
+"""Loading Kyutai's single-file safetensors checkpoints into our modules.
+
+Our module tree is named like the checkpoint, so loading is a strict key match:
+a missing, unexpected or misshaped tensor is an error that names it. Modules are
+built on the `meta` device and the file's tensors are assigned to them directly,
+so start-up never holds a random initialisation and the weights at the same time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import safetensors
+import torch
+from torch import nn
+
+from .errors import CheckpointError
+
+# Tensors only voice cloning needs: the ungated checkpoints may leave them out.
+VOICE_CLONING_PREFIXES = (
+    "mimi.encoder.",
+    "mimi.encoder_transformer.",
+    "mimi.downsample.",
+    "flow_lm.speaker_proj_weight",
+)
+
+
+def _describe(keys: Iterable[str], limit: int = 5) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(keys[:limit])
+    return shown + (f" (and {len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def load_checkpoint(model: nn.Module, path: Path, dtype: torch.dtype = torch.float32) -> set[str]:
+    """Assign the tensors of `path` to `model` (built on `meta`); return missing optional keys.
+
+    Only tensors under VOICE_CLONING_PREFIXES may be missing; they are then left on
+    `meta` and their names returned, so the caller can disable voice cloning.
+    """
+    expected = model.state_dict()
+    try:
+        handle = safetensors.safe_open(str(path), framework="pt", device="cpu")
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint not found: {path}") from None
+    except Exception as error:  # safetensors raises its own error types for bad headers
+        raise CheckpointError(f"{path} is not a readable safetensors file: {error}") from error
+    with handle:
+        present = set(handle.keys())
+        unexpected = present - expected.keys()
+        missing = expected.keys() - present
+        if unexpected:
+            raise CheckpointError(
+                f"{path} has tensors this model configuration does not: {_describe(unexpected)}; "
+                "is the model configuration the one these weights were made for?"
+            )
+        required_missing = {k for k in missing if not k.startswith(VOICE_CLONING_PREFIXES)}
+        if required_missing:
+            raise CheckpointError(f"{path} lacks required tensors: {_describe(required_missing)}")
+        loaded: dict[str, torch.Tensor] = {}
+        for key in present:
+            tensor = handle.get_tensor(key)
+            if tensor.shape != expected[key].shape:
+                raise CheckpointError(
+                    f"{path}: tensor {key} has shape {tuple(tensor.shape)}, "
+                    f"the model configuration expects {tuple(expected[key].shape)}"
+                )
+            loaded[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+    model.load_state_dict(loaded, strict=False, assign=True)
+    return missing

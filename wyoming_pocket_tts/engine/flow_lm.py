@@ -1,0 +1,185 @@
+"""FlowLM: a causal transformer over [voice prompt, text, latents] plus a one-step flow head.
+
+Each step reads the previous latent frame (or the learnt BOS latent first), runs one
+position through the transformer against the cached keys/values, and asks two heads
+for the next frame: an EOS logit, and a small MLP conditioned on the transformer
+output that maps Gaussian noise to the next continuous latent (12.5 frames/s).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .config import FlowLMConfig
+from .kv_cache import LinearKV
+from .layers import Transformer, TransformerLayer
+
+
+class TextEmbedding(nn.Module):
+    """Token lookup table, optionally low-rank with a projection (`conditioner.*`)."""
+
+    def __init__(self, n_bins: int, dim: int, rank: int | None):
+        super().__init__()
+        # One extra row: the padding token of the training setup.
+        self.embed = nn.Embedding(n_bins + 1, rank or dim)
+        self.proj = nn.Linear(rank, dim, bias=False) if rank else None
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        return x if self.proj is None else self.proj(x)
+
+
+class _RMSNorm(nn.Module):
+    """RMS-style norm of the time embedder; it divides by the unbiased variance, as trained."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * (self.alpha * torch.rsqrt(x.var(dim=-1, keepdim=True) + 1e-5))
+
+
+class TimeEmbedding(nn.Module):
+    """Sinusoidal features of a flow time t in [0, 1], through a small MLP."""
+
+    def __init__(self, dim: int, frequencies: int = 256, max_period: float = 10_000.0):
+        super().__init__()
+        half = frequencies // 2
+        self.register_buffer("freqs", torch.exp(-math.log(max_period) * torch.arange(half) / half))
+        self.mlp = nn.Sequential(
+            nn.Linear(frequencies, dim), nn.SiLU(), nn.Linear(dim, dim), _RMSNorm(dim)
+        )
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        angles = t * self.freqs
+        return self.mlp(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+
+
+def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale) + shift
+
+
+class ResidualBlock(nn.Module):
+    """An MLP block whose normalisation is shifted, scaled and gated by the condition."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.in_ln = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 3 * dim))
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        shift, scale, gate = self.adaLN_modulation(condition).chunk(3, dim=-1)
+        return x + gate * self.mlp(_modulate(self.in_ln(x), shift, scale))
+
+
+class FinalLayer(nn.Module):
+    def __init__(self, dim: int, out_dim: int):
+        super().__init__()
+        self.linear = nn.Linear(dim, out_dim)
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        shift, scale = self.adaLN_modulation(condition).chunk(2, dim=-1)
+        x = F.layer_norm(x, x.shape[-1:], eps=1e-6)
+        return self.linear(_modulate(x, shift, scale))
+
+
+class FlowHead(nn.Module):
+    """MLP with adaptive layer norm predicting a latent from noise (`flow_net.*`)."""
+
+    def __init__(self, latent_dim: int, dim: int, depth: int, cond_dim: int, time_conditions: int):
+        super().__init__()
+        self.time_embed = nn.ModuleList([TimeEmbedding(dim) for _ in range(time_conditions)])
+        self.cond_embed = nn.Linear(cond_dim, dim)
+        self.input_proj = nn.Linear(latent_dim, dim)
+        self.res_blocks = nn.ModuleList([ResidualBlock(dim) for _ in range(depth)])
+        self.final_layer = FinalLayer(dim, latent_dim)
+
+    def forward(self, condition: torch.Tensor, x: torch.Tensor, *times: torch.Tensor) -> torch.Tensor:
+        y = self.cond_embed(condition)
+        if times:
+            y = y + sum(embed(t) for embed, t in zip(self.time_embed, times)) / len(times)
+        x = self.input_proj(x)
+        for block in self.res_blocks:
+            x = block(x, y)
+        return self.final_layer(x, y)
+
+
+class FlowLM(nn.Module):
+    def __init__(self, config: FlowLMConfig, latent_dim: int, voice_dim: int):
+        super().__init__()
+        tcfg = config.transformer
+        d_model = tcfg.d_model
+        self.config = config
+        self.latent_dim = latent_dim
+        self.conditioner = TextEmbedding(
+            config.lookup_table.n_bins, config.lookup_table.dim, config.lookup_table.rank
+        )
+        self.register_buffer("emb_std", torch.ones(latent_dim))
+        self.register_buffer("emb_mean", torch.zeros(latent_dim))
+        self.bos_emb = nn.Parameter(torch.zeros(latent_dim))
+        if config.insert_bos_before_voice:
+            self.bos_before_voice = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.speaker_proj_weight = nn.Parameter(torch.zeros(d_model, voice_dim))
+        self.input_linear = nn.Linear(latent_dim, d_model, bias=False)
+        self.transformer = Transformer([
+            TransformerLayer(
+                d_model, tcfg.num_heads, tcfg.ffn_dim, tcfg.max_period,
+                attn_dim=tcfg.attn_dim, num_kv_heads=tcfg.num_kv_heads,
+            )
+            for _ in range(tcfg.num_layers)
+        ])
+        self.out_norm = nn.LayerNorm(d_model, eps=1e-5)
+        self.z_proj = nn.Linear(d_model, config.z_dim, bias=False) if config.z_dim else None
+        head_input = config.z_dim or d_model
+        self.out_eos = nn.Linear(head_input, 1)
+        self.flow_net = FlowHead(
+            latent_dim, config.flow.dim, config.flow.depth, head_input,
+            config.flow.num_time_conditions,
+        )
+
+    def voice_prompt(self, voice_latents: torch.Tensor) -> torch.Tensor:
+        """Mimi latents of a voice [B, T, latent_dim] -> transformer inputs [B, T(+1), d_model]."""
+        prompt = F.linear(voice_latents, self.speaker_proj_weight)
+        if self.config.insert_bos_before_voice:
+            prompt = torch.cat([self.bos_before_voice.expand(prompt.shape[0], -1, -1), prompt], 1)
+        return prompt
+
+    def prefill(self, inputs: torch.Tensor, cache: LinearKV) -> None:
+        """Feed prompt positions (voice or text embeddings) into the cache; no output needed."""
+        self.transformer(inputs, cache)
+
+    def step(self, previous_latent: torch.Tensor | None, cache: LinearKV) -> torch.Tensor:
+        """One position: previous latent [B, latent_dim] (None: BOS) -> head input [B, z]."""
+        if previous_latent is None:
+            previous_latent = self.bos_emb.expand(cache.keys.shape[1], -1)
+        x = self.input_linear(previous_latent)[:, None]
+        x = self.out_norm(self.transformer(x, cache))[:, -1]
+        return x if self.z_proj is None else self.z_proj(x)
+
+    def eos_logit(self, z: torch.Tensor) -> torch.Tensor:
+        return self.out_eos(z)[:, 0]
+
+    def sample(self, z: torch.Tensor, noise: torch.Tensor, steps: int = 1) -> torch.Tensor:
+        """Map noise [B, latent_dim] to the next latent, conditioned on z."""
+        kind = self.config.flow.type
+        if kind == "drifting":
+            return self.flow_net(z, noise)
+        if kind == "pointwise":
+            return noise + self.flow_net(z, noise)
+        x = noise
+        for i in range(steps):
+            if kind == "lsd":
+                start = torch.full_like(x[..., :1], i / steps)
+                end = torch.full_like(x[..., :1], (i + 1) / steps)
+                x = x + self.flow_net(z, x, start, end) / steps
+            else:  # flow_matching: Euler steps along the learnt velocity
+                t = torch.full_like(x[..., :1], i / steps)
+                x = x + self.flow_net(z, x, t) / steps
+        return x

@@ -1,0 +1,153 @@
+"""Transformer building blocks shared by FlowLM and Mimi: RoPE, attention, layers.
+
+Module and parameter names follow Kyutai's checkpoints (`self_attn.in_proj`,
+`norm1`, `linear1`, `layer_scale_1.scale`, ...), so weights load without renaming.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .kv_cache import LinearKV, WindowKV
+
+KVStore = LinearKV | WindowKV
+
+
+def rotate(x: torch.Tensor, first_position: int, max_period: float) -> torch.Tensor:
+    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved."""
+    head_dim = x.shape[-1]
+    half = torch.arange(head_dim // 2, dtype=torch.float32)
+    frequencies = torch.exp(half * (-math.log(max_period) * 2 / head_dim))
+    positions = torch.arange(x.shape[2], dtype=torch.float32) + first_position
+    angles = positions[:, None] * frequencies  # [T, D/2]
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    pairs = x.float().unflatten(-1, (-1, 2))
+    real, imag = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack((real * cos - imag * sin, real * sin + imag * cos), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def attention_mask(
+    query_start: int, query_count: int, key_start: int, key_count: int, context: int | None
+) -> torch.Tensor | None:
+    """Which keys each query may see: causal, and within `context` steps if bounded.
+
+    Returns None when every query sees every key (one new step over a linear cache),
+    which lets scaled_dot_product_attention take its fastest path.
+    """
+    query_positions = torch.arange(query_start, query_start + query_count)
+    key_positions = torch.arange(key_start, key_start + key_count)
+    delta = query_positions[:, None] - key_positions[None, :]
+    allowed = delta >= 0
+    if context is not None:
+        allowed &= delta < context
+    if bool(allowed.all()):
+        return None
+    return allowed
+
+
+class SelfAttention(nn.Module):
+    """Multi-head (optionally grouped-query) causal self-attention with RoPE."""
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, max_period: float,
+        attn_dim: int | None = None, num_kv_heads: int | None = None,
+    ):
+        super().__init__()
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.attn_dim = attn_dim or embed_dim
+        self.head_dim = self.attn_dim // num_heads
+        self.max_period = max_period
+        kv_width = 2 * self.num_kv_heads * self.head_dim
+        self.in_proj = nn.Linear(embed_dim, self.attn_dim + kv_width, bias=False)
+        self.out_proj = nn.Linear(self.attn_dim, embed_dim, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, position: int, layer: int, cache: KVStore | None,
+        mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        batch, steps, _ = x.shape
+        projected = self.in_proj(x)
+        queries = projected[..., : self.attn_dim].view(batch, steps, self.num_heads, -1)
+        keys, values = (
+            projected[..., self.attn_dim :]
+            .view(batch, steps, 2, self.num_kv_heads, self.head_dim)
+            .permute(2, 0, 3, 1, 4)
+        )
+        queries = rotate(queries.transpose(1, 2), position, self.max_period)
+        keys = rotate(keys, position, self.max_period)
+        if cache is not None:
+            keys, values = cache.append(layer, keys, values)
+        out = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask,
+            enable_gqa=self.num_kv_heads != self.num_heads,
+        )
+        return self.out_proj(out.transpose(1, 2).reshape(batch, steps, self.attn_dim))
+
+
+class LayerScale(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale * x
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm block: attention then a tanh-GELU feed-forward, each residual."""
+
+    def __init__(
+        self, d_model: int, num_heads: int, ffn_dim: int, max_period: float,
+        layer_scale: bool = False, attn_dim: int | None = None, num_kv_heads: int | None = None,
+    ):
+        super().__init__()
+        self.self_attn = SelfAttention(d_model, num_heads, max_period, attn_dim, num_kv_heads)
+        self.norm1 = nn.LayerNorm(d_model, eps=1e-5)
+        self.norm2 = nn.LayerNorm(d_model, eps=1e-5)
+        self.linear1 = nn.Linear(d_model, ffn_dim, bias=False)
+        self.linear2 = nn.Linear(ffn_dim, d_model, bias=False)
+        self.layer_scale_1 = LayerScale(d_model) if layer_scale else nn.Identity()
+        self.layer_scale_2 = LayerScale(d_model) if layer_scale else nn.Identity()
+
+    def forward(
+        self, x: torch.Tensor, position: int, layer: int, cache: KVStore | None,
+        mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), position, layer, cache, mask))
+        hidden = F.gelu(self.linear1(self.norm2(x)), approximate="tanh")
+        return x + self.layer_scale_2(self.linear2(hidden))
+
+
+class Transformer(nn.Module):
+    """A stack of layers over positions [position, position + T) of one stream."""
+
+    def __init__(self, layers: list[TransformerLayer], context: int | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.context = context
+
+    def forward(self, x: torch.Tensor, cache: KVStore | None) -> torch.Tensor:
+        """Run the stack; with a cache, x continues the stream the cache holds."""
+        steps = x.shape[1]
+        if cache is None:
+            position = 0
+            mask = attention_mask(0, steps, 0, steps, self.context)
+        else:
+            position = cache.length
+            mask = None
+            if steps > 1 or self.context is not None:
+                key_start = cache.first_position
+                mask = attention_mask(
+                    position, steps, key_start, position + steps - key_start, self.context
+                )
+        for index, layer in enumerate(self.layers):
+            x = layer(x, position, index, cache, mask)
+        if cache is not None:
+            cache.advance(steps)
+        return x

@@ -1,0 +1,276 @@
+"""The Mimi codec: a streaming decoder from latents to 24 kHz audio, and an encoder.
+
+Decoding is streamed: each convolution keeps the last input samples it needs, each
+transposed convolution keeps the overlap it has not emitted yet, and the decoder
+transformer keeps a bounded window of keys/values. All of it lives in a
+`DecoderState` owned by one stream; the modules themselves hold only weights.
+Decoding N frames in one call or one at a time gives the same audio.
+
+The encoder only ever sees a whole voice prompt, so it runs without state, its
+causal convolutions padded as the streaming ones start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .config import MimiConfig, MimiTransformerConfig, SEANetConfig
+from .kv_cache import WindowKV
+from .layers import Transformer, TransformerLayer
+
+
+@dataclass
+class DecoderState:
+    """Everything one decoding stream remembers between calls."""
+
+    conv_history: list[torch.Tensor | None] = field(default_factory=list)
+    transformer_window: WindowKV | None = None
+
+
+class CausalConv1d(nn.Module):
+    """Conv1d that sees only the past: left context comes from history or padding."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
+        dilation: int = 1, groups: int = 1, bias: bool = True, pad_mode: str = "constant",
+    ):
+        super().__init__()
+        if pad_mode not in ("constant", "replicate"):
+            raise ValueError(f"unsupported pad mode {pad_mode!r}")
+        self.conv = nn.Conv1d(
+            in_channels, out_channels, kernel_size, stride, dilation=dilation, groups=groups,
+            bias=bias,
+        )
+        self.pad_mode = pad_mode
+        self.history_length = (kernel_size - 1) * dilation + 1 - stride
+        self.state_slot = -1  # index into DecoderState.conv_history, set by the decoder
+
+    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+        if self.history_length <= 0:
+            return self.conv(x)
+        history = None if state is None else state.conv_history[self.state_slot]
+        if history is None:
+            # A fresh stream: zeros, or the first sample repeated for `replicate`.
+            if self.pad_mode == "replicate":
+                history = x[..., :1].expand(-1, -1, self.history_length)
+            else:
+                history = x.new_zeros(x.shape[0], x.shape[1], self.history_length)
+        padded = torch.cat([history, x], dim=-1)
+        if state is not None:
+            state.conv_history[self.state_slot] = padded[..., -self.history_length :].clone()
+        return self.conv(padded)
+
+
+class CausalConvTranspose1d(nn.Module):
+    """ConvTranspose1d that emits only finished samples and keeps the overlap for later."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
+        groups: int = 1, bias: bool = True,
+    ):
+        super().__init__()
+        self.convtr = nn.ConvTranspose1d(
+            in_channels, out_channels, kernel_size, stride, groups=groups, bias=bias
+        )
+        self.overlap = kernel_size - stride
+        self.state_slot = -1
+
+    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+        y = self.convtr(x)
+        if self.overlap <= 0:
+            return y
+        pending = None if state is None else state.conv_history[self.state_slot]
+        if pending is not None:
+            y[..., : self.overlap] += pending
+        tail = y[..., -self.overlap :]
+        if state is not None:
+            # The bias is added again when the next call's output covers these samples.
+            bias = self.convtr.bias
+            state.conv_history[self.state_slot] = tail - bias[:, None] if bias is not None else (
+                tail.clone()
+            )
+        return y[..., : -self.overlap]
+
+
+class ResidualUnit(nn.Module):
+    """x + conv1x1(elu(conv_k(elu(x)))): indices match the checkpoint's `block.N`."""
+
+    def __init__(self, dim: int, kernel_size: int, dilation: int, compress: int, pad_mode: str):
+        super().__init__()
+        hidden = dim // compress
+        self.block = nn.ModuleList([
+            nn.ELU(),
+            CausalConv1d(dim, hidden, kernel_size, dilation=dilation, pad_mode=pad_mode),
+            nn.ELU(),
+            CausalConv1d(hidden, dim, 1, pad_mode=pad_mode),
+        ])
+
+    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+        y = x
+        for layer in self.block:
+            y = layer(y, state) if isinstance(layer, CausalConv1d) else layer(y)
+        return x + y
+
+
+def _residual_units(config: SEANetConfig, dim: int) -> list[nn.Module]:
+    return [
+        ResidualUnit(
+            dim, config.residual_kernel_size, config.dilation_base**j, config.compress,
+            config.pad_mode,
+        )
+        for j in range(config.n_residual_layers)
+    ]
+
+
+class SEANet(nn.Module):
+    """A sequence of convolutions, ELUs and residual units (`model.N` in checkpoints)."""
+
+    def __init__(self, layers: list[nn.Module]):
+        super().__init__()
+        self.model = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+        for layer in self.model:
+            x = layer(x) if isinstance(layer, nn.ELU) else layer(x, state)
+        return x
+
+
+def build_seanet_encoder(config: SEANetConfig) -> SEANet:
+    width = config.n_filters
+    layers: list[nn.Module] = [
+        CausalConv1d(config.channels, width, config.kernel_size, pad_mode=config.pad_mode)
+    ]
+    for ratio in reversed(config.ratios):
+        layers += _residual_units(config, width)
+        layers += [
+            nn.ELU(),
+            CausalConv1d(width, 2 * width, 2 * ratio, stride=ratio, pad_mode=config.pad_mode),
+        ]
+        width *= 2
+    layers += [
+        nn.ELU(),
+        CausalConv1d(width, config.dimension, config.last_kernel_size, pad_mode=config.pad_mode),
+    ]
+    return SEANet(layers)
+
+
+def build_seanet_decoder(config: SEANetConfig) -> SEANet:
+    width = config.n_filters * 2 ** len(config.ratios)
+    layers: list[nn.Module] = [
+        CausalConv1d(config.dimension, width, config.kernel_size, pad_mode=config.pad_mode)
+    ]
+    for ratio in config.ratios:
+        layers += [nn.ELU(), CausalConvTranspose1d(width, width // 2, 2 * ratio, stride=ratio)]
+        width //= 2
+        layers += _residual_units(config, width)
+    layers += [
+        nn.ELU(),
+        CausalConv1d(width, config.channels, config.last_kernel_size, pad_mode=config.pad_mode),
+    ]
+    return SEANet(layers)
+
+
+class ProjectedTransformer(nn.Module):
+    """Mimi's transformer over [B, C, T] features, with projections where widths differ."""
+
+    def __init__(self, config: MimiTransformerConfig):
+        super().__init__()
+        layers = [
+            TransformerLayer(
+                config.d_model, config.num_heads, config.dim_feedforward, config.max_period,
+                layer_scale=True,
+            )
+            for _ in range(config.num_layers)
+        ]
+        self.transformer = Transformer(layers, context=config.context)
+        self.input_proj = (
+            nn.Linear(config.input_dimension, config.d_model, bias=False)
+            if config.input_dimension != config.d_model
+            else None
+        )
+        (output_dimension,) = config.output_dimensions
+        self.output_projs = nn.ModuleList([
+            nn.Linear(config.d_model, output_dimension, bias=False)
+            if output_dimension != config.d_model
+            else nn.Identity()
+        ])
+        self.config = config
+
+    def new_window(self, batch: int) -> WindowKV:
+        config = self.config
+        return WindowKV(
+            config.num_layers, config.num_heads, config.d_model // config.num_heads,
+            config.context, batch,
+        )
+
+    def forward(self, x: torch.Tensor, window: WindowKV | None) -> torch.Tensor:
+        x = x.transpose(1, 2)
+        if self.input_proj is not None:
+            x = self.input_proj(x)
+        x = self.transformer(x, window)
+        return self.output_projs[0](x).transpose(1, 2)
+
+
+class Quantizer(nn.Module):
+    """Only the output projection of Mimi's quantizer is used: latents are continuous."""
+
+    def __init__(self, dimension: int, output_dimension: int):
+        super().__init__()
+        self.output_proj = nn.Conv1d(dimension, output_dimension, 1, bias=False)
+
+
+class Mimi(nn.Module):
+    def __init__(self, config: MimiConfig):
+        super().__init__()
+        self.config = config
+        seanet, decoder_seanet = config.seanet, config.decoder_seanet_config
+        stride = int(config.encoder_frame_rate / config.frame_rate)
+        self.encoder = build_seanet_encoder(seanet)
+        self.decoder = build_seanet_decoder(decoder_seanet)
+        self.encoder_transformer = ProjectedTransformer(config.transformer)
+        self.decoder_transformer = ProjectedTransformer(config.decoder_transformer_config)
+        self.quantizer = Quantizer(config.quantizer.dimension, config.quantizer.output_dimension)
+        # Plain containers: the checkpoint names these `downsample.conv.conv`, `upsample.convtr.convtr`.
+        self.downsample = nn.Module()
+        self.downsample.conv = CausalConv1d(
+            seanet.dimension, config.inner_dim or seanet.dimension, 2 * stride, stride=stride,
+            bias=False, pad_mode="replicate",
+        )
+        upsample_width = decoder_seanet.dimension
+        self.upsample = nn.Module()
+        self.upsample.convtr = CausalConvTranspose1d(
+            config.outer_dim or upsample_width, upsample_width, 2 * stride, stride,
+            groups=upsample_width, bias=False,
+        )
+        self._stateful = [
+            module for module in [self.upsample.convtr, *self.decoder.modules()]
+            if isinstance(module, (CausalConv1d, CausalConvTranspose1d))
+        ]
+        for slot, module in enumerate(self._stateful):
+            module.state_slot = slot
+
+    def new_decoder_state(self, batch: int = 1) -> DecoderState:
+        return DecoderState(
+            conv_history=[None] * len(self._stateful),
+            transformer_window=self.decoder_transformer.new_window(batch),
+        )
+
+    def decode(self, latents: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Latents [B, T, latent_dim] (denormalised) -> audio [B, channels, T * 1920]."""
+        x = self.quantizer.output_proj(latents.transpose(1, 2))
+        x = self.upsample.convtr(x, state)
+        x = self.decoder_transformer(x, state.transformer_window)
+        return self.decoder(x, state)
+
+    def encode(self, audio: torch.Tensor) -> torch.Tensor:
+        """Audio [B, channels, samples] -> latents [B, frames, latent_dim]."""
+        frame = self.config.samples_per_frame
+        missing = -audio.shape[-1] % frame
+        audio = F.pad(audio, (0, missing))
+        x = self.encoder(audio)
+        x = self.encoder_transformer(x, None)
+        return self.downsample.conv(x).transpose(1, 2)

@@ -1,0 +1,155 @@
+"""A loaded Pocket TTS model: configuration, tokenizer, FlowLM and Mimi weights, voices."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .audio import prepare_prompt, read_audio
+from .checkpoint import load_checkpoint
+from .config import ModelConfig, load_model_config
+from .errors import ConfigError, VoiceError
+from .flow_lm import FlowLM
+from .kv_cache import LinearKV
+from .mimi import Mimi
+from .text import TextRules
+from .tokenizer import Tokenizer, load_tokenizer
+from .voice import VoiceState, load_voice_state
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class _Modules(nn.Module):
+    """The checkpoint's top level: `flow_lm.*` and `mimi.*`."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        mimi = config.mimi
+        self.flow_lm = FlowLM(
+            config.flow_lm, mimi.latent_dim, voice_dim=mimi.inner_dim or mimi.seanet.dimension
+        )
+        self.mimi = Mimi(mimi)
+
+
+def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
+    if value is None:
+        raise ConfigError(f"the model configuration {config.name} names no {what}")
+    resolved = config.resolve_path(value)
+    if "://" in resolved:
+        raise ConfigError(
+            f"{what} {value} is remote: download the model first "
+            "(`wyoming-pocket-tts download --model NAME`) or give a local path"
+        )
+    return Path(resolved)
+
+
+class PocketTTS:
+    """Everything needed to turn text into audio with one model, shared by all requests."""
+
+    def __init__(self, config: ModelConfig, modules: _Modules, tokenizer: Tokenizer,
+                 has_voice_cloning: bool):
+        self.config = config
+        self.flow_lm = modules.flow_lm
+        self.mimi = modules.mimi
+        self.tokenizer = tokenizer
+        self.has_voice_cloning = has_voice_cloning
+        self.text_rules = TextRules(
+            replace_characters=dict(config.replace_characters),
+            remove_semicolons=config.remove_semicolons,
+            capitalize_first_letter=config.capitalize_first_letter,
+            append_terminal_punctuation=config.append_terminal_punctuation,
+            pad_with_spaces_for_short_inputs=config.pad_with_spaces_for_short_inputs,
+        )
+
+    @classmethod
+    def load(
+        cls, config: ModelConfig | Path | str, weights_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+    ) -> PocketTTS:
+        """Build the model from a configuration; paths override those in the YAML."""
+        if not isinstance(config, ModelConfig):
+            config = load_model_config(config)
+        started = time.monotonic()
+        weights_path = weights_path or _local_path(config, config.weights_path, "weights file")
+        lookup = config.flow_lm.lookup_table
+        tokenizer = load_tokenizer(
+            tokenizer_path or _local_path(config, lookup.tokenizer_path, "tokenizer"),
+            lookup.tokenizer, lookup.n_bins,
+        )
+        if config.flow_lm.dtype != "float32" or config.mimi.dtype != "float32":
+            raise ConfigError("only float32 models are supported")
+        with torch.device("meta"):
+            modules = _Modules(config)
+        missing = load_checkpoint(modules, weights_path)
+        if missing:
+            _LOGGER.warning(
+                "%s has no voice-cloning weights: predefined voices work, cloning from audio does not",
+                weights_path,
+            )
+        modules.eval().requires_grad_(False)
+        _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
+        return cls(config, modules, tokenizer, has_voice_cloning=not missing)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.mimi.sample_rate
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.config.mimi.samples_per_frame
+
+    @property
+    def frame_rate(self) -> float:
+        return self.config.mimi.frame_rate
+
+    def new_cache(self, capacity: int) -> LinearKV:
+        transformer = self.config.flow_lm.transformer
+        return LinearKV(
+            transformer.num_layers, transformer.kv_heads, transformer.head_dim, capacity
+        )
+
+    @torch.inference_mode()
+    def voice_from_samples(self, samples: np.ndarray, sample_rate: int) -> VoiceState:
+        """Encode a voice prompt (mono float samples at any rate) into a voice state."""
+        if not self.has_voice_cloning:
+            raise VoiceError(
+                "this model was loaded without its voice-cloning weights: use a predefined "
+                "voice, or accept the terms of kyutai/pocket-tts on Hugging Face, set HF_TOKEN "
+                "and download again"
+            )
+        if samples.shape[0] < sample_rate / self.frame_rate:
+            raise VoiceError("the voice audio is shorter than one frame (80 ms): use a few seconds")
+        audio = prepare_prompt(samples, sample_rate, self.sample_rate)
+        prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
+        cache = self.new_cache(prompt.shape[1])
+        self.flow_lm.prefill(prompt, cache)
+        return VoiceState(cache.keys[:, 0].clone(), cache.values[:, 0].clone())
+
+    def voice_from_audio(self, path: Path) -> VoiceState:
+        samples, sample_rate = read_audio(path)
+        return self.voice_from_samples(samples, sample_rate)
+
+    def load_voice(self, path: Path) -> VoiceState:
+        """Read a voice-state file and check that it was made for a model of this shape."""
+        voice = load_voice_state(path)
+        transformer = self.config.flow_lm.transformer
+        expected = (transformer.num_layers, transformer.kv_heads, transformer.head_dim)
+        found = (voice.num_layers, voice.keys.shape[1], voice.keys.shape[3])
+        if found != expected:
+            raise VoiceError(
+                f"{path} was made for another model (layers, heads, head size {found}; "
+                f"this model has {expected})"
+            )
+        return voice
+
+    def voice(self, path: Path) -> VoiceState:
+        """A voice from either kind of file: a voice state (.safetensors) or audio."""
+        if path.suffix == ".safetensors":
+            return self.load_voice(path)
+        return self.voice_from_audio(path)
+

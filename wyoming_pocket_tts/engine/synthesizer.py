@@ -1,0 +1,246 @@
+"""The generation loop: text and a voice in, audio out one 80 ms frame at a time.
+
+An `Utterance` is an explicit state machine over the text's chunks. Each chunk
+starts from the voice (its keys/values copied into the utterance's working buffer,
+never deep-copied), feeds the chunk's tokens, then alternates FlowLM steps and Mimi
+decoding, so the first audio exists after the first frame. `next_frame()` advances
+by exactly one frame: a scheduler can interleave many utterances, and a caller can
+stop between any two frames.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import VoiceError
+from .kv_cache import LinearKV
+from .mimi import DecoderState
+from .model import PocketTTS
+from .text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
+from .voice import VoiceState
+
+_LOGGER = logging.getLogger(__name__)
+
+# Before speech starts the EOS logit of some voices crosses the threshold; the
+# model was tuned to ignore it for the first frames.
+MIN_FRAMES_BEFORE_EOS = 6
+# A fresh decoder starts with a small step (a click): fade the first 5 ms in.
+FADE_IN_SECONDS = 0.005
+MAX_TOKENS_PER_CHUNK = 50
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """Per-request settings; None means the model configuration's default."""
+
+    temperature: float | None = None
+    eos_threshold: float | None = None
+    frames_after_eos: int | None = None
+    seed: int | None = None
+    noise_clamp: float | None = None
+    decode_steps: int = 1
+    max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """One piece of the text, generated from the voice on its own."""
+
+    text: str
+    tokens: torch.Tensor  # [1, T]
+    frames_after_eos: int
+    max_frames: int
+
+
+@dataclass
+class _ChunkProgress:
+    chunk: TextChunk
+    decoder: DecoderState
+    frame: int = 0
+    eos_frame: int | None = None
+    previous_latent: torch.Tensor | None = None
+
+    def finished(self) -> bool:
+        if self.eos_frame is not None and self.frame >= self.eos_frame + self.chunk.frames_after_eos:
+            return True
+        if self.frame >= self.chunk.max_frames:
+            _LOGGER.warning("no end of speech after %d frames: %.40r", self.frame, self.chunk.text)
+            return True
+        return False
+
+
+class Utterance:
+    """One text being spoken with one voice; `next_frame()` yields its audio frame by frame."""
+
+    def __init__(
+        self, synthesizer: Synthesizer, voice: VoiceState, chunks: list[TextChunk],
+        options: GenerationOptions,
+    ):
+        model = synthesizer.model
+        self._synthesizer = synthesizer
+        self._model = model
+        self._voice = voice
+        self._pending = list(reversed(chunks))
+        self._progress: _ChunkProgress | None = None
+        self._cache: LinearKV | None = None
+        self.chunks = chunks
+        self.temperature = model.config.default_temperature if options.temperature is None else (
+            options.temperature
+        )
+        self.eos_threshold = (
+            model.config.default_eos_threshold
+            if options.eos_threshold is None
+            else options.eos_threshold
+        )
+        self.options = options
+        self._generator = torch.Generator()
+        if options.seed is not None:
+            self._generator.manual_seed(options.seed)
+        else:
+            self._generator.seed()
+        self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
+
+    @property
+    def finished(self) -> bool:
+        return self._progress is None and not self._pending
+
+    def close(self) -> None:
+        """Give the working buffer back; called at the end, or early to abandon the text."""
+        self._pending.clear()
+        self._progress = None
+        if self._cache is not None:
+            self._synthesizer._release_cache(self._cache)
+            self._cache = None
+
+    @torch.inference_mode()
+    def next_frame(self) -> np.ndarray | None:
+        """The next 80 ms of audio (float32 mono in [-1, 1]), or None when the text is spoken."""
+        while True:
+            if self._progress is None:
+                if not self._pending:
+                    self.close()
+                    return None
+                self._progress = self._start_chunk(self._pending.pop())
+            latent = self._next_latent(self._progress)
+            if latent is not None:
+                return self._decode(self._progress, latent)
+            self._progress = None
+
+    def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
+        voice = self._voice
+        capacity = voice.num_positions + chunk.tokens.shape[1] + chunk.max_frames
+        if self._cache is None:
+            self._cache = self._synthesizer._acquire_cache(capacity)
+        self._cache.reset(voice.keys, voice.values, capacity)
+        self._model.flow_lm.prefill(self._model.flow_lm.conditioner(chunk.tokens), self._cache)
+        return _ChunkProgress(chunk, self._model.mimi.new_decoder_state())
+
+    def _next_latent(self, progress: _ChunkProgress) -> torch.Tensor | None:
+        if progress.finished():
+            return None
+        flow_lm = self._model.flow_lm
+        z = flow_lm.step(progress.previous_latent, self._cache)
+        if (
+            progress.eos_frame is None
+            and progress.frame >= MIN_FRAMES_BEFORE_EOS
+            and float(flow_lm.eos_logit(z)[0]) > self.eos_threshold
+        ):
+            progress.eos_frame = progress.frame
+            if progress.finished():
+                return None
+        latent = flow_lm.sample(z, self._noise(z), self.options.decode_steps)
+        progress.previous_latent = latent
+        progress.frame += 1
+        return latent
+
+    def _noise(self, z: torch.Tensor) -> torch.Tensor:
+        shape = (z.shape[0], self._model.flow_lm.latent_dim)
+        if self.temperature <= 0:
+            return torch.zeros(shape)
+        std = math.sqrt(self.temperature)
+        clamp = self.options.noise_clamp
+        if clamp is None:
+            return torch.randn(shape, generator=self._generator) * std
+        noise = torch.empty(shape)
+        return torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=self._generator)
+
+    def _decode(self, progress: _ChunkProgress, latent: torch.Tensor) -> np.ndarray:
+        flow_lm = self._model.flow_lm
+        denormalised = latent * flow_lm.emb_std + flow_lm.emb_mean
+        audio = self._model.mimi.decode(denormalised[:, None], progress.decoder)[0, 0]
+        if progress.frame == 1:
+            audio[: self._fade.numel()] *= self._fade
+        return audio.numpy()
+
+
+class Synthesizer:
+    """Turns (voice, text) into utterances for one model; keeps a pool of working buffers."""
+
+    def __init__(self, model: PocketTTS):
+        self.model = model
+        self._spare_caches: list[LinearKV] = []
+        self._lock = threading.Lock()
+
+    def _acquire_cache(self, capacity: int) -> LinearKV:
+        with self._lock:
+            if self._spare_caches:
+                return self._spare_caches.pop()
+        return self.model.new_cache(capacity)
+
+    def _release_cache(self, cache: LinearKV) -> None:
+        with self._lock:
+            self._spare_caches.append(cache)
+
+    def chunks(self, text: str, options: GenerationOptions = GenerationOptions()) -> list[TextChunk]:
+        """Split and prepare a text the way the model was trained to read it."""
+        model = self.model
+        requested = options.frames_after_eos
+        if requested is None:
+            requested = model.config.model_recommended_frames_after_eos
+        chunks = []
+        pieces = split_into_chunks(
+            model.tokenizer, text, model.text_rules, options.max_tokens_per_chunk
+        )
+        for piece in pieces:
+            prepared = prepare_text(piece, model.text_rules)
+            tokens = torch.tensor([model.tokenizer.encode(prepared.text)], dtype=torch.long)
+            chunks.append(TextChunk(
+                text=prepared.text,
+                tokens=tokens,
+                frames_after_eos=frames_after_eos_for(prepared, requested),
+                max_frames=max_frames_for(tokens.shape[1], model.frame_rate),
+            ))
+        return chunks
+
+    def start(
+        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions()
+    ) -> Utterance:
+        """Prepare an utterance; no model code runs until its first `next_frame()`."""
+        transformer = self.model.config.flow_lm.transformer
+        if (voice.num_layers, voice.keys.shape[1], voice.keys.shape[3]) != (
+            transformer.num_layers, transformer.kv_heads, transformer.head_dim
+        ):
+            raise VoiceError("this voice was made for another model")
+        return Utterance(self, voice, self.chunks(text, options), options)
+
+    def stream(
+        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions(),
+        cancel: threading.Event | None = None,
+    ) -> Iterator[np.ndarray]:
+        """Yield audio frames as they are decoded; stops early once `cancel` is set."""
+        utterance = self.start(voice, text, options)
+        try:
+            while cancel is None or not cancel.is_set():
+                frame = utterance.next_frame()
+                if frame is None:
+                    return
+                yield frame
+        finally:
+            utterance.close()
