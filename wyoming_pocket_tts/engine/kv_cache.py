@@ -64,6 +64,12 @@ class LinearKV:
         self.values[:, :, :, :prefix_length] = prefix_values.unsqueeze(1)
         self.length = prefix_length
 
+    def reserve(self, steps: int) -> None:
+        if self.length + steps > self.capacity:
+            raise RuntimeError(
+                f"KV buffer overflow: {self.length + steps} positions, capacity {self.capacity}"
+            )
+
     def append(
         self, layer: int, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,8 +78,6 @@ class LinearKV:
         The caller advances `length` once all layers have been written (`advance`).
         """
         end = self.length + keys.shape[2]
-        if end > self.capacity:
-            raise RuntimeError(f"KV buffer overflow: {end} positions, capacity {self.capacity}")
         self.keys[layer, :, :, self.length : end] = keys
         self.values[layer, :, :, self.length : end] = values
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
@@ -101,7 +105,8 @@ class WindowKV:
         self.start = 0  # absolute position of buffer slot 0
         self.length = 0  # absolute position one past the newest entry
 
-    def _make_room(self, steps: int) -> None:
+    def reserve(self, steps: int) -> None:
+        """Make room for `steps` new positions, dropping those no query can see any more."""
         used = self.length - self.start
         if used + steps <= self.keys.shape[3]:
             return
@@ -120,8 +125,6 @@ class WindowKV:
     def append(
         self, layer: int, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if layer == 0:
-            self._make_room(keys.shape[2])
         begin = self.length - self.start
         end = begin + keys.shape[2]
         self.keys[layer, :, :, begin:end] = keys

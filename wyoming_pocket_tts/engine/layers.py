@@ -139,6 +139,7 @@ class Transformer(nn.Module):
             position = 0
             mask = attention_mask(0, steps, 0, steps, self.context)
         else:
+            cache.reserve(steps)
             position = cache.length
             mask = None
             if steps > 1 or self.context is not None:
