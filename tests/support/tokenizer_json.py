@@ -108,7 +108,9 @@ def convert_sentencepiece_to_json(model_path: Path, json_path: Path) -> Path:
         return json_path
     pieces, charsmap = _read_model(model_path)
     max_score = max([_FLT_MIN] + [score for _, score, kind in pieces if kind == _NORMAL])
-    vocab = [(piece, _unigram_score(piece, score, kind, max_score)) for piece, score, kind in pieces]
+    vocab = [
+        (piece, _unigram_score(piece, score, kind, max_score)) for piece, score, kind in pieces
+    ]
     unk_id = next(index for index, (_, _, kind) in enumerate(pieces) if kind == _UNKNOWN)
     unk_piece = pieces[unk_id][0]
 

@@ -74,7 +74,9 @@ def _is_json(path: Path, kind: str | None) -> bool:
     says: the reference decides the same way, so its configurations load alike here."""
     if kind is not None and kind != SENTENCEPIECE and kind not in TOKENIZERS_JSON:
         choices = ", ".join((SENTENCEPIECE, *TOKENIZERS_JSON))
-        raise TokenizerError(f"unknown tokenizer kind {kind!r} for {path} (expected one of {choices})")
+        raise TokenizerError(
+            f"unknown tokenizer kind {kind!r} for {path} (expected one of {choices})"
+        )
     return kind in TOKENIZERS_JSON or path.suffix.lower() == ".json"
 
 
