@@ -37,6 +37,7 @@ V = TypeVar("V")
 class VoiceKind(enum.Enum):
     AUDIO = "audio"  # a recording to clone: encoded on load
     STATE = "state"  # an exported voice state: read on load
+    PREDEFINED = "predefined"  # a catalog voice: its state file is fetched on load
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class VoiceSource:
     replacing a file in --voices-dir takes effect without a restart."""
 
     name: str
-    path: Path
+    path: Path | None  # None for a predefined voice not fetched yet
     kind: VoiceKind
     description: str
     mtime_ns: int = 0
@@ -194,7 +195,7 @@ class VoiceStore(Generic[V]):
                 del self._loading[source]
 
     async def _run_loader(self, source: VoiceSource) -> V:
-        _LOGGER.info("Loading voice %s from %s", source.name, source.path)
+        _LOGGER.info("Loading voice %s (%s)", source.name, source.path or source.description)
         loop = asyncio.get_running_loop()
         started = loop.time()
         voice = await loop.run_in_executor(self._executor, self._load, source)
