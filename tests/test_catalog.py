@@ -10,8 +10,8 @@ import yaml
 from wyoming_pocket_tts.catalog import CatalogError, HubFile, find_model, load_catalog, parse_hf_url
 
 pocket_tts = pytest.importorskip("pocket_tts")
-from pocket_tts.default_parameters import get_default_voice_for_language  # noqa: E402
-from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES, get_predefined_voice  # noqa: E402
+from pocket_tts.default_parameters import get_default_voice_for_language
+from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES, get_predefined_voice
 
 REFERENCE_CONFIGS = Path(pocket_tts.__file__).parent / "config"
 LANGUAGE_CODES = {
@@ -75,7 +75,9 @@ def test_every_voice_names_a_catalog_language() -> None:
 def test_parse_hf_url_round_trip() -> None:
     url = "hf://kyutai/pocket-tts/languages/english/model.safetensors@db04f0e6"
     hub_file = parse_hf_url(url)
-    assert hub_file == HubFile("kyutai/pocket-tts", "languages/english/model.safetensors", "db04f0e6")
+    assert hub_file == HubFile(
+        "kyutai/pocket-tts", "languages/english/model.safetensors", "db04f0e6"
+    )
     assert hub_file.url == url
 
 

@@ -31,8 +31,8 @@ from wyoming_pocket_tts.download import (
     DownloadError,
     DownloadOptions,
     MissingFileError,
-    file_problem,
     fetch,
+    file_problem,
     find_local,
     resolve_model_files,
     resolve_voice_file,
@@ -213,8 +213,10 @@ def test_a_damaged_cached_file_is_deleted_and_downloaded_again(
 
     assert again.weights_path.read_bytes() == published.weights_without_cloning
     assert _gets(hub) == [
-        f"/{entry.weights_without_cloning.repo_id}/resolve/"
-        f"{entry.weights_without_cloning.revision}/{entry.weights_without_cloning.path}"
+        (
+            f"/{entry.weights_without_cloning.repo_id}/resolve/"
+            f"{entry.weights_without_cloning.revision}/{entry.weights_without_cloning.path}"
+        )
     ]
     assert any("damaged" in r.getMessage() for r in caplog.records)
 
@@ -298,6 +300,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount_point)],
         capture_output=True,
+        check=False,
     )
     if mounted.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
@@ -318,7 +321,9 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing_half_written(
 
     blobs = [p for p in small_disk.rglob("blobs/*")]
     assert blobs == []
-    assert find_local(entry.weights_without_cloning, DownloadOptions(download_dir=small_disk)) is None
+    assert (
+        find_local(entry.weights_without_cloning, DownloadOptions(download_dir=small_disk)) is None
+    )
 
 
 def test_file_problem_spots_damaged_files(tmp_path: Path) -> None:
@@ -351,6 +356,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
         [sys.executable, "-m", "wyoming_pocket_tts", *args],
         env=env,
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
         cwd=Path(__file__).resolve().parent.parent,
@@ -372,7 +378,9 @@ def test_download_command_then_offline_use(
         published: PublishedModel = publish_model(fake, entry, ("alba", "marius"))
         env = {**cli_env, "HF_ENDPOINT": fake.endpoint}
 
-        done = _run(["download", "--voice", "alba", "--voice", "marius", "--download-dir", cache], env)
+        done = _run(
+            ["download", "--voice", "alba", "--voice", "marius", "--download-dir", cache], env
+        )
         assert done.returncode == 0, done.stderr
         assert FALLBACK_NOTICE in done.stderr
         assert "model english (without voice cloning)" in done.stdout
@@ -393,7 +401,9 @@ def test_download_command_then_offline_use(
         assert fake.requests == []
 
     assert voices.returncode == 0
-    states = {line.split()[0]: "not downloaded" not in line for line in voices.stdout.splitlines()[1:]}
+    states = {
+        line.split()[0]: "not downloaded" not in line for line in voices.stdout.splitlines()[1:]
+    }
     assert states["alba"] and states["marius"] and not states["jean"]
     english = next(line for line in models.stdout.splitlines() if line.startswith("english "))
     assert "installed" in english and "voice cloning" not in english

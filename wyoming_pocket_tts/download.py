@@ -132,11 +132,7 @@ def _safetensors_problem(path: Path, size: int) -> str | None:
         if header_size > min(size - 8, _MAX_SAFETENSORS_HEADER):
             return "the safetensors header length runs past the end of the file"
         header = json.loads(stream.read(header_size))
-    ends = [
-        entry["data_offsets"][1]
-        for name, entry in header.items()
-        if name != "__metadata__"
-    ]
+    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
     expected = 8 + header_size + max(ends, default=0)
     if expected != size:
         return f"it holds {size} bytes where its safetensors header describes {expected}"
@@ -175,19 +171,27 @@ def _in_hub_cache(hub_file: HubFile, cache_dir: Path) -> Path | None:
 
 
 def find_local(hub_file: HubFile, options: DownloadOptions) -> Path | None:
-    """The first sound local copy of `hub_file`, without touching the network or the disk."""
+    """The first sound local copy of `hub_file`; no network, nothing written or deleted."""
     for path, _ in _candidates(hub_file, options):
         if file_problem(path) is None:
             return path
     return None
 
 
-def _delete_cached(pointer: Path) -> None:
-    """Remove a hub-cache entry: the snapshot link and the blob it points to."""
-    blob = pointer.resolve()
-    pointer.unlink(missing_ok=True)
-    if blob != pointer:
-        blob.unlink(missing_ok=True)
+def _delete_damaged(pointer: Path, problem: str) -> None:
+    """Remove a hub-cache entry: the snapshot link and the blob it points to.
+
+    Both go: huggingface_hub would otherwise link the damaged blob again.
+    """
+    try:
+        blob = pointer.resolve()
+        pointer.unlink(missing_ok=True)
+        if blob != pointer:
+            blob.unlink(missing_ok=True)
+    except OSError as error:
+        raise DownloadError(
+            f"{pointer} is damaged ({problem}) and cannot be deleted: {error.strerror}"
+        ) from None
 
 
 def fetch(hub_file: HubFile, options: DownloadOptions) -> Path:
@@ -198,7 +202,7 @@ def fetch(hub_file: HubFile, options: DownloadOptions) -> Path:
             return path
         if ours:
             _LOGGER.warning("%s is damaged (%s): deleting it to download it again", path, problem)
-            _delete_cached(path)
+            _delete_damaged(path, problem)
         else:
             _LOGGER.warning("Skipping %s: %s", path, problem)
     if options.offline:
@@ -209,7 +213,7 @@ def fetch(hub_file: HubFile, options: DownloadOptions) -> Path:
     path = _download(hub_file, options)
     problem = file_problem(path)
     if problem is not None:
-        _delete_cached(path)
+        _delete_damaged(path, problem)
         raise DownloadError(f"{hub_file} arrived damaged ({problem}); it was deleted, try again")
     return path
 
@@ -237,7 +241,9 @@ def _download(hub_file: HubFile, options: DownloadOptions) -> Path:
     except (GatedRepoError, RepositoryNotFoundError) as error:
         raise _access_denied(hub_file, error) from None
     except RevisionNotFoundError:
-        raise DownloadError(f"the hub has no revision {hub_file.revision} of {hub_file.repo_id}") from None
+        raise DownloadError(
+            f"the hub has no revision {hub_file.revision} of {hub_file.repo_id}"
+        ) from None
     except LocalEntryNotFoundError as error:
         raise _explain_unreachable(hub_file, error) from None
     except EntryNotFoundError:
@@ -252,8 +258,12 @@ def _download(hub_file: HubFile, options: DownloadOptions) -> Path:
                 f"not enough disk space in {options.cache_dir} to download {hub_file}: "
                 "free some space or choose another --download-dir"
             ) from None
-        raise DownloadError(f"cannot download {hub_file} into {options.cache_dir}: {error}") from None
-    except Exception as error:  # the transport errors of whichever HTTP client the hub uses
+        raise DownloadError(
+            f"cannot download {hub_file} into {options.cache_dir}: {error}"
+        ) from None
+    # What is left are the transport errors of whichever HTTP client huggingface_hub uses
+    # (it retries them itself first); they have no common public type.
+    except Exception as error:  # noqa: BLE001
         raise DownloadError(
             f"downloading {hub_file} failed: {type(error).__name__}: {_first_line(error)}"
         ) from None
@@ -262,9 +272,12 @@ def _download(hub_file: HubFile, options: DownloadOptions) -> Path:
 def _explain_unreachable(hub_file: HubFile, error: LocalEntryNotFoundError) -> DownloadError:
     """huggingface_hub folds refusals and network failures into one error; tell them apart."""
     cause = error.__cause__
-    if isinstance(cause, HfHubHTTPError) and cause.response is not None:
-        if cause.response.status_code in _ACCESS_DENIED_STATUSES:
-            return _access_denied(hub_file, cause)
+    if (
+        isinstance(cause, HfHubHTTPError)
+        and cause.response is not None
+        and cause.response.status_code in _ACCESS_DENIED_STATUSES
+    ):
+        return _access_denied(hub_file, cause)
     reason = _first_line(cause) if cause is not None else "no connection"
     return DownloadError(
         f"cannot reach the hub at {hub_constants.ENDPOINT} to download {hub_file} ({reason}); "
@@ -350,7 +363,9 @@ def resolve_voice_file(entry: ModelEntry, voice: str, options: DownloadOptions) 
     try:
         return fetch(hub_file, options)
     except MissingFileError as error:
-        raise _with_hint(error, f"{DOWNLOAD_COMMAND} --model {entry.name} --voice {voice}") from None
+        raise _with_hint(
+            error, f"{DOWNLOAD_COMMAND} --model {entry.name} --voice {voice}"
+        ) from None
 
 
 def installed(hub_files: Sequence[HubFile], options: DownloadOptions) -> bool:

@@ -17,6 +17,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -53,14 +54,16 @@ class FakeHub:
         self.requests: list[Request] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
 
     @property
     def endpoint(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> FakeHub:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -98,7 +101,7 @@ def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             pass  # keep test output clean
 
         def do_HEAD(self) -> None:
@@ -147,7 +150,9 @@ def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             etag = f'"{hashlib.sha256(content).hexdigest()}"'
             if start is not None and send_body:
                 self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
+                self.send_header(
+                    "Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}"
+                )
                 body = content[start:]
             else:
                 self.send_response(200)
@@ -200,8 +205,13 @@ class PublishedModel:
 
 
 def publish_model(
-    hub: FakeHub, entry: ModelEntry, voices: tuple[str, ...] = (), *, gated: bool = True,
-    granted_tokens: tuple[str, ...] = (), weight_floats: int = 64,
+    hub: FakeHub,
+    entry: ModelEntry,
+    voices: tuple[str, ...] = (),
+    *,
+    gated: bool = True,
+    granted_tokens: tuple[str, ...] = (),
+    weight_floats: int = 64,
 ) -> PublishedModel:
     """Put a catalog model's files on the hub, at the paths and revisions the catalog pins."""
     published = PublishedModel(

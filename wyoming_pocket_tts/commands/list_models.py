@@ -6,7 +6,7 @@ import argparse
 
 from wyoming_pocket_tts.catalog import load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
-from wyoming_pocket_tts.download import find_local, installed
+from wyoming_pocket_tts.download import installed
 
 HELP = "list the models this server can run and which are downloaded"
 
@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
     options = download_options(args)
     width = max(len(name) for name in catalog.model_names)
     for entry in catalog.models:
-        if find_local(entry.weights, options) and installed([entry.tokenizer], options):
+        if installed([entry.weights, entry.tokenizer], options):
             state = "installed, voice cloning"
         elif installed([entry.weights_without_cloning, entry.tokenizer], options):
             state = "installed"

@@ -33,5 +33,7 @@ def main(args: argparse.Namespace) -> int:
     for voice in entry.voices:
         state = "installed" if find_local(voice.state, options) else "not downloaded"
         default = " (default)" if voice.name == entry.default_voice else ""
-        print(f"  {voice.name:<{width}}  {voice.language}  {state:<14}  {voice.description}{default}")
+        print(
+            f"  {voice.name:<{width}}  {voice.language}  {state:<14}  {voice.description}{default}"
+        )
     return 0
