@@ -29,6 +29,8 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
+from tests.support.spm import build_sentencepiece_model
+
 _FLT_MIN = struct.unpack("<f", struct.pack("<I", 0x00800000))[0]
 
 # SentencePiece's piece types (sentencepiece_model.proto).
@@ -132,3 +134,9 @@ def convert_sentencepiece_to_json(model_path: Path, json_path: Path) -> Path:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(json_path))
     return json_path
+
+
+def build_test_tokenizers(directory: Path) -> tuple[Path, Path]:
+    """The 4000-piece test SentencePiece model and its tokenizer.json twin (built once)."""
+    model_path = build_sentencepiece_model(directory)
+    return model_path, convert_sentencepiece_to_json(model_path, model_path.with_suffix(".json"))
