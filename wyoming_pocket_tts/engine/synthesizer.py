@@ -47,6 +47,8 @@ class GenerationOptions:
     noise_clamp: float | None = None
     decode_steps: int = 1
     max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
+    # Hard cap on frames per text chunk, below the model's own length estimate.
+    max_frames_per_chunk: int | None = None
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,10 @@ class Synthesizer:
                 text=prepared.text,
                 tokens=tokens,
                 frames_after_eos=frames_after_eos_for(prepared, requested),
-                max_frames=max_frames_for(tokens.shape[1], model.frame_rate),
+                max_frames=min(
+                    max_frames_for(tokens.shape[1], model.frame_rate),
+                    options.max_frames_per_chunk or math.inf,
+                ),
             ))
         return chunks
 

@@ -48,7 +48,7 @@ class VoiceState:
         tensors: dict[str, torch.Tensor] = {}
         for layer in range(self.num_layers):
             prefix = f"transformer.layers.{layer}.self_attn"
-            cache = torch.stack([self.keys[layer], self.values[layer]]).transpose(2, 3)
+            cache = torch.stack([self.keys[layer], self.values[layer]]).transpose(1, 2)
             tensors[f"{prefix}/cache"] = cache.unsqueeze(1).contiguous()
             tensors[f"{prefix}/offset"] = torch.tensor([self.num_positions], dtype=torch.long)
             tensors[f"{prefix}/pad"] = torch.zeros(1, dtype=torch.long)
@@ -98,7 +98,7 @@ def load_voice_state(path: Path) -> VoiceState:
             length = cache.shape[2]
         if not 0 < length <= cache.shape[2]:
             raise VoiceError(f"{path}: layer {index} has an invalid length {length}")
-        cache = cache[:, 0, :length].transpose(2, 3).float()  # [2, heads, positions, head_dim]
+        cache = cache[:, 0, :length].transpose(1, 2).float()  # [2, heads, positions, head_dim]
         keys.append(cache[0])
         values.append(cache[1])
     try:
