@@ -44,8 +44,15 @@ def manifest() -> dict[str, Any]:
 
 ARCHITECTURES = {"aarch64", "amd64"}
 MAP_TYPES = {
-    "homeassistant_config", "addon_config", "ssl", "addons", "backup", "share", "media",
-    "all_addon_configs", "data",
+    "homeassistant_config",
+    "addon_config",
+    "ssl",
+    "addons",
+    "backup",
+    "share",
+    "media",
+    "all_addon_configs",
+    "data",
 }
 PORT_KEY = re.compile(r"^\d+(/tcp|/udp)?$")
 SLUG = re.compile(r"^[-_.A-Za-z0-9]+$")
@@ -78,35 +85,76 @@ def _is_int(value: Any) -> bool:
 
 # Every key the documentation lists, with a check of its documented type.
 KEYS = {
-    "name": _is_str, "version": _is_str, "slug": lambda v: _is_str(v) and bool(SLUG.match(v)),
+    "name": _is_str,
+    "version": _is_str,
+    "slug": lambda v: _is_str(v) and bool(SLUG.match(v)),
     "description": _is_str,
     "arch": lambda v: _is_str_list(v) and bool(v) and set(v) <= ARCHITECTURES,
-    "machine": _is_str_list, "url": lambda v: _is_str(v) and v.startswith(("http://", "https://")),
+    "machine": _is_str_list,
+    "url": lambda v: _is_str(v) and v.startswith(("http://", "https://")),
     "startup": lambda v: v in {"initialize", "system", "services", "application", "once"},
-    "webui": _is_str, "boot": lambda v: v in {"auto", "manual", "manual_only"},
-    "ports": lambda v: isinstance(v, dict) and all(
-        PORT_KEY.match(str(k)) and (p is None or (_is_int(p) and 0 < p < 65536)) for k, p in v.items()
+    "webui": _is_str,
+    "boot": lambda v: v in {"auto", "manual", "manual_only"},
+    "ports": lambda v: (
+        isinstance(v, dict)
+        and all(
+            PORT_KEY.match(str(k)) and (p is None or (_is_int(p) and 0 < p < 65536))
+            for k, p in v.items()
+        )
     ),
     "ports_description": lambda v: isinstance(v, dict) and all(PORT_KEY.match(str(k)) for k in v),
-    "host_network": _is_bool, "host_ipc": _is_bool, "host_dbus": _is_bool, "host_pid": _is_bool,
-    "host_uts": _is_bool, "devices": _is_str_list, "homeassistant": _is_str,
+    "host_network": _is_bool,
+    "host_ipc": _is_bool,
+    "host_dbus": _is_bool,
+    "host_pid": _is_bool,
+    "host_uts": _is_bool,
+    "devices": _is_str_list,
+    "homeassistant": _is_str,
     "hassio_role": lambda v: v in {"default", "homeassistant", "backup", "manager", "admin"},
-    "hassio_api": _is_bool, "homeassistant_api": _is_bool, "docker_api": _is_bool,
-    "privileged": _is_str_list, "full_access": _is_bool, "apparmor": lambda v: isinstance(v, (bool, str)),
+    "hassio_api": _is_bool,
+    "homeassistant_api": _is_bool,
+    "docker_api": _is_bool,
+    "privileged": _is_str_list,
+    "full_access": _is_bool,
+    "apparmor": lambda v: isinstance(v, (bool, str)),
     "map": lambda v: isinstance(v, list) and all(_valid_map_entry(entry) for entry in v),
     "environment": lambda v: isinstance(v, dict) and all(_is_str(x) for x in v.values()),
-    "audio": _is_bool, "video": _is_bool, "gpio": _is_bool, "usb": _is_bool, "uart": _is_bool,
-    "udev": _is_bool, "devicetree": _is_bool, "kernel_modules": _is_bool, "stdin": _is_bool,
-    "legacy": _is_bool, "options": lambda v: isinstance(v, dict),
-    "schema": lambda v: v is False or isinstance(v, dict), "image": _is_str, "timeout": _is_int,
-    "tmpfs": _is_bool, "discovery": _is_str_list, "services": _is_str_list, "auth_api": _is_bool,
-    "ingress": _is_bool, "ingress_port": _is_int, "ingress_entry": _is_str,
-    "ingress_stream": _is_bool, "panel_icon": _is_str, "panel_title": _is_str,
-    "panel_admin": _is_bool, "backup": lambda v: v in {"hot", "cold"}, "backup_pre": _is_str,
-    "backup_post": _is_str, "backup_exclude": _is_str_list,
-    "stage": lambda v: v in {"stable", "experimental", "deprecated"}, "init": _is_bool,
-    "watchdog": _is_str, "realtime": _is_bool, "journald": _is_bool,
-    "breaking_versions": _is_str_list, "ulimits": lambda v: isinstance(v, dict),
+    "audio": _is_bool,
+    "video": _is_bool,
+    "gpio": _is_bool,
+    "usb": _is_bool,
+    "uart": _is_bool,
+    "udev": _is_bool,
+    "devicetree": _is_bool,
+    "kernel_modules": _is_bool,
+    "stdin": _is_bool,
+    "legacy": _is_bool,
+    "options": lambda v: isinstance(v, dict),
+    "schema": lambda v: v is False or isinstance(v, dict),
+    "image": _is_str,
+    "timeout": _is_int,
+    "tmpfs": _is_bool,
+    "discovery": _is_str_list,
+    "services": _is_str_list,
+    "auth_api": _is_bool,
+    "ingress": _is_bool,
+    "ingress_port": _is_int,
+    "ingress_entry": _is_str,
+    "ingress_stream": _is_bool,
+    "panel_icon": _is_str,
+    "panel_title": _is_str,
+    "panel_admin": _is_bool,
+    "backup": lambda v: v in {"hot", "cold"},
+    "backup_pre": _is_str,
+    "backup_post": _is_str,
+    "backup_exclude": _is_str_list,
+    "stage": lambda v: v in {"stable", "experimental", "deprecated"},
+    "init": _is_bool,
+    "watchdog": _is_str,
+    "realtime": _is_bool,
+    "journald": _is_bool,
+    "breaking_versions": _is_str_list,
+    "ulimits": lambda v: isinstance(v, dict),
 }
 REQUIRED = ("name", "version", "slug", "description", "arch")
 
@@ -135,14 +183,26 @@ def _conforms(value: Any, element: str) -> bool:
         return value in match["list"].split("|")
     if kind == "int":
         low, high = match["i_min"], match["i_max"]
-        return _is_int(value) and (low is None or value >= int(low)) and (high is None or value <= int(high))
+        return (
+            _is_int(value)
+            and (low is None or value >= int(low))
+            and (high is None or value <= int(high))
+        )
     if kind == "float":
         low, high = match["f_min"], match["f_max"]
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return numeric and (low is None or value >= float(low)) and (high is None or value <= float(high))
+        return (
+            numeric
+            and (low is None or value >= float(low))
+            and (high is None or value <= float(high))
+        )
     if kind == "str":
         low, high = match["s_min"], match["s_max"]
-        return _is_str(value) and (low is None or len(value) >= int(low)) and (high is None or len(value) <= int(high))
+        return (
+            _is_str(value)
+            and (low is None or len(value) >= int(low))
+            and (high is None or len(value) <= int(high))
+        )
     if kind == "match":
         return _is_str(value) and re.fullmatch(match["match"], value) is not None
     return _is_str(value)
@@ -252,7 +312,9 @@ def test_exactly_one_addon_is_found_the_supervisor_way() -> None:
         path.relative_to(ROOT)
         for path in ROOT.glob("**/config.*")
         if path.suffix in (".yaml", ".yml", ".json")
-        and not any(part.startswith(".") or part == "rootfs" for part in path.relative_to(ROOT).parts)
+        and not any(
+            part.startswith(".") or part == "rootfs" for part in path.relative_to(ROOT).parts
+        )
     ]
     assert found == [Path("config.yaml")]
 
@@ -394,7 +456,11 @@ def run_script(stubs: dict[str, Any], script: Path, options: dict | None = None,
     calls_dir.mkdir()
     process = subprocess.run(
         [str(Path(env["PATH"].split(":")[0]) / "bashio"), str(script)],
-        env=env, capture_output=True, text=True, timeout=60,
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     calls = [path.read_bytes().decode().split("\0")[:-1] for path in sorted(calls_dir.iterdir())]
     return process, calls

@@ -41,7 +41,7 @@ class Browser:
             self.zeroconf.zeroconf, SERVICE_TYPE, handlers=[self._on_change]
         )
 
-    def _on_change(self, zeroconf, service_type, name, state_change) -> None:  # noqa: ANN001
+    def _on_change(self, zeroconf, service_type, name, state_change) -> None:
         self.events.put_nowait((name, state_change))
 
     async def wait_for(self, prefix: str, state: ServiceStateChange) -> str:

@@ -61,7 +61,9 @@ def test_service_reaches_the_pods(documents, container) -> None:
 
 def test_data_volume_and_image_version(documents, container) -> None:
     mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
-    volumes = {volume["name"] for volume in documents["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    volumes = {
+        volume["name"] for volume in documents["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    }
     assert mounts["data"] == "/data"
     assert set(mounts) <= volumes
     with open(ROOT / "pyproject.toml", "rb") as handle:

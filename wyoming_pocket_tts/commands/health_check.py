@@ -38,7 +38,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         help="seconds allowed for connecting and answering (default: 5)",
     )
-    parser.add_argument("--quiet", action="store_true", help="print nothing, only set the exit code")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print nothing, only set the exit code"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
