@@ -320,15 +320,12 @@ def test_exactly_one_addon_is_found_the_supervisor_way() -> None:
 
 
 def test_no_other_file_is_named_like_a_manifest() -> None:
-    """Stricter than the Supervisor: not even in skipped folders (but .git)."""
+    """Stricter than the Supervisor: not even in the folders it skips (but .git)."""
     names = {"config.yaml", "config.yml", "config.json"}
-    found = [
-        Path(folder, name).relative_to(ROOT)
-        for folder, subfolders, files in os.walk(ROOT)
-        if not subfolders.__setitem__(slice(None), [s for s in subfolders if s != ".git"])
-        for name in files
-        if name in names
-    ]
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [name for name in subfolders if name != ".git"]  # prune the walk
+        found += [Path(folder, name).relative_to(ROOT) for name in files if name in names]
     assert found == [Path("config.yaml")]
 
 
