@@ -1,0 +1,87 @@
+"""`synthesize`: speak a text into a WAV file, written frame by frame as it is generated."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from wyoming_pocket_tts.catalog import CatalogError
+from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model, load_voice
+from wyoming_pocket_tts.download import DownloadError
+from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+
+HELP = "speak a text into a WAV file"
+_LOGGER = logging.getLogger(__name__)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--voice", required=True,
+                        help="audio file to clone, voice .safetensors, or predefined voice name")
+    parser.add_argument("--text", required=True, help="the text to speak; - reads standard input")
+    parser.add_argument("--output", type=Path, required=True, help="WAV file to write")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature (default: the model's, 0.3); 0 is deterministic")
+    parser.add_argument("--eos-threshold", type=float, default=None,
+                        help="end-of-speech logit threshold (default: the model's)")
+    parser.add_argument("--frames-after-eos", type=int, default=None,
+                        help="80 ms frames spoken after end of speech (default: by text length)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed for reproducible audio")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str) -> float:
+    """Stream the audio into the file; return its duration in seconds."""
+    options = GenerationOptions(
+        temperature=args.temperature, eos_threshold=args.eos_threshold,
+        frames_after_eos=args.frames_after_eos, seed=args.seed,
+    )
+    utterance = synthesizer.start(voice, text, options)
+    sample_rate = synthesizer.model.sample_rate
+    progress = not args.quiet and len(utterance.chunks) > 1
+    started = last_report = time.monotonic()
+    samples = 0
+    partial = args.output.with_name(args.output.name + ".partial")
+    try:
+        with wave.open(str(partial), "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(sample_rate)
+            while (frame := utterance.next_frame()) is not None:
+                wav.writeframes((np.clip(frame, -1, 1) * 32767).astype("<i2").tobytes())
+                samples += frame.shape[0]
+                if progress and time.monotonic() - last_report > 0.5:
+                    last_report = time.monotonic()
+                    seconds = samples / sample_rate
+                    speed = seconds / (time.monotonic() - started)
+                    print(f"\r{seconds:6.1f} s of audio, {speed:.1f}x real time", end="",
+                          file=sys.stderr, flush=True)
+        partial.replace(args.output)
+    finally:
+        utterance.close()
+        partial.unlink(missing_ok=True)
+        if progress:
+            print(file=sys.stderr)
+    return samples / sample_rate
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        model = load_model(args)
+        voice = load_voice(model, args.voice, args)
+        seconds = _write(args, Synthesizer(model), voice, text)
+    except (EngineError, CatalogError, DownloadError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(f"wrote {seconds:.2f} s of audio to {args.output}", file=sys.stderr)
+    return 0
