@@ -93,6 +93,10 @@ class Utterance:
         self._progress: _ChunkProgress | None = None
         self._cache: LinearKV | None = None
         self.chunks = chunks
+        # One working buffer size for the whole text, so no chunk has to grow it.
+        self._capacity = max(
+            (voice.num_positions + c.tokens.shape[1] + c.max_frames for c in chunks), default=0
+        )
         self.temperature = model.config.default_temperature if options.temperature is None else (
             options.temperature
         )
@@ -136,11 +140,9 @@ class Utterance:
             self._progress = None
 
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
-        voice = self._voice
-        capacity = voice.num_positions + chunk.tokens.shape[1] + chunk.max_frames
         if self._cache is None:
-            self._cache = self._synthesizer._acquire_cache(capacity)
-        self._cache.reset(voice.keys, voice.values, capacity)
+            self._cache = self._synthesizer._acquire_cache(self._capacity)
+        self._cache.reset(self._voice.keys, self._voice.values, self._capacity)
         self._model.flow_lm.prefill(self._model.flow_lm.conditioner(chunk.tokens), self._cache)
         return _ChunkProgress(chunk, self._model.mimi.new_decoder_state())
 

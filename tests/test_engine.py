@@ -1,0 +1,179 @@
+"""The engine's own design on a tiny random model: streaming, buffers, state, options."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.support.reference_model import (
+    FRAME_SAMPLES,
+    BuiltModel,
+    reference_synthesize,
+    reference_tts,
+    reference_voice_state,
+)
+from tests.support.voices_audio import write_voice_wav
+from wyoming_pocket_tts.engine import kv_cache
+from wyoming_pocket_tts.engine.model import PocketTTS
+from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+
+DETERMINISTIC = GenerationOptions(temperature=0.0, max_frames_per_chunk=10)
+LONG_TEXT = (
+    "This is the first sentence of a longer text. Here comes a second one, with a comma; "
+    "and a third clause: long enough. The fourth sentence makes sure that the text is split "
+    "into several chunks of at most fifty tokens each, as the model was trained."
+)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model: BuiltModel) -> PocketTTS:
+    return PocketTTS.load(tiny_model.config_path)
+
+
+@pytest.fixture(scope="module")
+def voice(model, voice_wav):
+    return model.voice_from_audio(voice_wav)
+
+
+def speak(model, voice, text, options=DETERMINISTIC) -> list[np.ndarray]:
+    return list(Synthesizer(model).stream(voice, text, options))
+
+
+def test_tiny_audio_equals_reference(model, voice, tiny_model, voice_wav):
+    expected = reference_synthesize(tiny_model, voice_wav, LONG_TEXT, max_frames=10)
+    actual = np.concatenate(speak(model, voice, LONG_TEXT))
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
+
+
+def test_first_audio_comes_after_one_frame(model, voice):
+    utterance = Synthesizer(model).start(voice, "Turn on the kitchen light.", DETERMINISTIC)
+    first = utterance.next_frame()
+    assert first is not None and first.shape == (FRAME_SAMPLES,)
+    tokens = utterance.chunks[0].tokens.shape[1]
+    # Only the voice, the text and one generated position are in the buffer.
+    assert utterance._cache.length == voice.num_positions + tokens + 1
+    assert first[0] == 0.0  # the chunk starts faded in
+    utterance.close()
+
+
+def test_working_buffer_is_reused_and_voice_left_untouched(model, voice):
+    keys_before = voice.keys.clone()
+    synthesizer = Synthesizer(model)
+    utterance = synthesizer.start(voice, LONG_TEXT, DETERMINISTIC)
+    assert len(utterance.chunks) > 1
+    storages = set()
+    while utterance.next_frame() is not None:
+        storages.add(utterance._cache.keys.data_ptr())
+    assert len(storages) == 1, "the working buffer was reallocated during generation"
+    assert torch.equal(voice.keys, keys_before)
+    # A later utterance reuses the pooled buffer instead of allocating one.
+    again = synthesizer.start(voice, "Again.", DETERMINISTIC)
+    again.next_frame()
+    assert again._cache.keys.data_ptr() in storages
+    again.close()
+
+
+def test_unwritten_buffer_slots_are_never_read(model, voice, monkeypatch):
+    clean = np.concatenate(speak(model, voice, LONG_TEXT))
+    monkeypatch.setattr(kv_cache, "POISON_UNWRITTEN", True)
+    poisoned = np.concatenate(speak(model, voice, LONG_TEXT))
+    assert np.isfinite(poisoned).all()
+    np.testing.assert_array_equal(poisoned, clean)
+
+
+def test_decoder_window_is_bounded_and_exact(model, tiny_model):
+    """Decoding frame by frame through a bounded window equals the reference's full cache."""
+    from pocket_tts.modules.stateful_module import init_states
+
+    frames = 60  # 960 decoder steps: several times the 250-step context
+    latents = torch.randn(1, frames, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(0))
+    reference = reference_tts(tiny_model)
+    with torch.no_grad():
+        expected = reference.mimi.decode_from_latent(latents, init_states(reference.mimi, 1, frames * 16))
+        state = model.mimi.new_decoder_state()
+        sizes, pieces = set(), []
+        for i in range(frames):
+            pieces.append(model.mimi.decode(latents[:, i : i + 1], state))
+            sizes.add(state.transformer_window.keys.shape[3])
+        several = model.mimi.new_decoder_state()
+        in_blocks = torch.cat([model.mimi.decode(latents[:, i : i + 7], several) for i in range(0, frames, 7)], -1)
+    assert sizes == {2 * model.config.mimi.decoder_transformer_config.context}
+    torch.testing.assert_close(torch.cat(pieces, -1), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(in_blocks, expected, atol=1e-5, rtol=0)
+
+
+def test_cancellation_stops_between_frames(model, voice):
+    cancel = threading.Event()
+    produced = []
+    for frame in Synthesizer(model).stream(voice, LONG_TEXT, DETERMINISTIC, cancel=cancel):
+        produced.append(frame)
+        if len(produced) == 3:
+            cancel.set()
+    assert len(produced) == 3
+
+
+def test_seed_makes_sampling_reproducible(model, voice):
+    def sampled(seed):
+        options = GenerationOptions(temperature=0.5, seed=seed, max_frames_per_chunk=8)
+        return np.concatenate(speak(model, voice, "Good morning.", options))
+
+    np.testing.assert_array_equal(sampled(1), sampled(1))
+    assert not np.allclose(sampled(1), sampled(2))
+
+
+def test_noise_clamp_and_deterministic_temperature(model, voice):
+    zero = np.concatenate(speak(model, voice, "Good morning."))
+    clamped = GenerationOptions(temperature=0.5, seed=3, noise_clamp=0.1, max_frames_per_chunk=10)
+    assert np.isfinite(np.concatenate(speak(model, voice, "Good morning.", clamped))).all()
+    np.testing.assert_array_equal(zero, np.concatenate(speak(model, voice, "Good morning.")))
+
+
+def test_eos_threshold_and_frames_after_eos_options(model, voice):
+    # The tiny model's EOS logit sits far below -4; a threshold below it ends speech at
+    # frame 6, the first frame EOS may count, plus the frames after it.
+    options = GenerationOptions(temperature=0.0, eos_threshold=-1e9, frames_after_eos=2)
+    assert len(speak(model, voice, "Stop early.", options)) == 6 + 2
+
+
+def test_resampled_stereo_voice_matches_reference(model, tiny_model, tmp_path):
+    path = write_voice_wav(tmp_path / "stereo.wav", sample_rate=44100, channels=2, seed=4)
+    expected = reference_voice_state(tiny_model, path)
+    voice = model.voice_from_audio(path)
+    for layer in range(voice.num_layers):
+        cache = expected[f"transformer.layers.{layer}.self_attn"]["cache"][:, 0]
+        ours = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
+        torch.testing.assert_close(ours, cache, atol=1e-5, rtol=0)
+
+
+def test_voice_prompt_is_cut_to_30_seconds(model, tmp_path):
+    path = write_voice_wav(tmp_path / "long.wav", seconds=40.0, seed=5, trailing_silence=0.0)
+    voice = model.voice_from_audio(path)
+    # 30 s plus the 80 ms pause at 12.5 frames/s, plus BOS-before-voice.
+    assert voice.num_positions <= 30 * 12.5 + 2 + 1
+
+
+def test_long_text_streams(model, voice):
+    text = " ".join(["The quick brown fox jumps over the lazy dog."] * 450)  # ~20,000 characters
+    assert len(text) > 20_000
+    utterance = Synthesizer(model).start(voice, text, DETERMINISTIC)
+    assert len(utterance.chunks) > 100
+    assert utterance.next_frame() is not None
+    utterance.close()
+
+
+def test_unusual_characters_are_spoken(model, voice):
+    frames = speak(model, voice, "Héllo 👋 — “quoted” 東京 ½ ∞?")
+    assert frames and all(np.isfinite(f).all() for f in frames)
+
+
+def test_voice_state_round_trip(model, voice, tmp_path: Path):
+    path = tmp_path / "voice.safetensors"
+    voice.save(path)
+    loaded = model.load_voice(path)
+    assert torch.equal(loaded.keys, voice.keys) and torch.equal(loaded.values, voice.values)
+    assert not list(tmp_path.glob("*.partial"))
