@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -49,6 +50,10 @@ MAX_SECTION_BYTES = 1 << 20
 MAX_STREAM_CHARS = 1_000_000
 #: Most requests a connection may have waiting: with the limits above, bounds its memory.
 MAX_QUEUED_REQUESTS = 8
+#: Kernel send buffer of a TCP connection: under a second of audio. Left alone, Linux
+#: grows it to megabytes for a client that does not read, and the worker would go on
+#: synthesizing into it long after the client stopped listening.
+SEND_BUFFER_BYTES = 64 * 1024
 SAMPLE_WIDTH = 2  # int16
 CHANNELS = 1
 
@@ -247,6 +252,9 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._stream: _TextStream | None = None
         self._speaker: asyncio.Task | None = None
         self._peer = str(writer.get_extra_info("peername") or "stdio")
+        connection = writer.get_extra_info("socket")
+        if connection is not None and connection.family in (socket.AF_INET, socket.AF_INET6):
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
     # -- reading ------------------------------------------------------------
 

@@ -1,0 +1,612 @@
+"""The Wyoming server as Home Assistant sees it: a real subprocess, the real protocol.
+
+Each server runs the tiny random-weight model. With `--eos-threshold -1000` the model
+ends every chunk right after the minimum number of frames (short, fast audio); without
+it the end of speech never comes and a text runs to its length limit (long audio, for
+tests about concurrency and cancellation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from wyoming.audio import AudioChunk, AudioStart
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event, read_event, write_event
+from wyoming.info import Describe, Info
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
+
+from tests.support.reference_model import BuiltModel
+
+REPO = Path(__file__).resolve().parents[1]
+FRAME_BYTES = 1920 * 2  # one 80 ms frame of 16-bit mono at 24 kHz
+TIMEOUT = 120.0  # generous: the machine may be loaded
+SHORT = ["--eos-threshold", "-1000"]
+LONG_TEXT = "The quick brown fox jumps over the lazy dog."  # 167 frames without EOS
+
+
+# ---------------------------------------------------------------------------
+# Harness
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen
+    log_path: Path
+    port: int | None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout: float = TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if self.process.poll() is not None:
+                pytest.fail(f"server exited ({self.process.returncode}) before {text!r}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {text!r} in the server log after {timeout} s:\n{self.log()}")
+            time.sleep(0.05)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def client(self) -> AsyncTcpClient:
+        assert self.port is not None
+        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=TIMEOUT, read_timeout=TIMEOUT)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def launch(
+    directory: Path, model: BuiltModel, *args: str, env: dict[str, str] | None = None,
+    stdio: bool = False, wait: bool = True,
+) -> ServerProcess:
+    directory.mkdir(parents=True, exist_ok=True)
+    port = None if stdio else free_port()
+    uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"
+    log_path = directory / "server.log"
+    command = [sys.executable, "-m", "wyoming_pocket_tts", "--uri", uri, "--model", str(model.config_path), *args]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO, stderr=log,
+            stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdio else subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+    server = ServerProcess(process, log_path, port)
+    if wait:
+        server.wait_for_log("Ready")
+    return server
+
+
+@pytest.fixture(scope="module")
+def voices_dir(tmp_path_factory: pytest.TempPathFactory, voice_wav: Path, other_voice_wav: Path) -> Path:
+    directory = tmp_path_factory.mktemp("custom-voices")
+    for name in ("alba", "bob", "dave"):
+        shutil.copy(voice_wav, directory / f"{name}.wav")
+    shutil.copy(other_voice_wav, directory / "carol.wav")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[ServerProcess]:
+    """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
+    most two loaded at once, so every switch between non-default voices evicts one."""
+    process = launch(
+        tmp_path_factory.mktemp("server"), tiny_model, "--voice", str(voice_wav),
+        "--voices-dir", str(voices_dir), "--max-loaded-voices", "2", "--debug", *SHORT,
+    )
+    yield process
+    assert process.stop() == 0, process.log()
+    assert "Traceback" not in process.log()
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory, tiny_model, voice_wav) -> Iterator[ServerProcess]:
+    """No end of speech: every text runs to its frame limit."""
+    process = launch(tmp_path_factory.mktemp("long-server"), tiny_model, "--voice", str(voice_wav))
+    yield process
+    assert process.stop() == 0, process.log()
+    assert "Traceback" not in process.log()
+
+
+@dataclass
+class AudioStream:
+    start: AudioStart
+    chunks: list[AudioChunk]
+    stop: Event
+
+
+async def read_audio(client: AsyncTcpClient) -> AudioStream:
+    """One AudioStart .. AudioStop, failing on anything else."""
+    event = await client.read_event()
+    assert event is not None and AudioStart.is_type(event.type), event
+    start = AudioStart.from_event(event)
+    chunks = []
+    while True:
+        event = await client.read_event()
+        assert event is not None, "connection closed inside an audio stream"
+        if AudioChunk.is_type(event.type):
+            chunks.append(AudioChunk.from_event(event))
+            continue
+        assert event.type == "audio-stop", event
+        return AudioStream(start, chunks, event)
+
+
+async def synthesize(server: ServerProcess, text: str, voice: str | None = None) -> AudioStream:
+    async with server.client() as client:
+        await client.write_event(
+            Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event()
+        )
+        return await read_audio(client)
+
+
+async def describe(client: AsyncTcpClient) -> Info:
+    await client.write_event(Describe().event())
+    event = await client.read_event()
+    assert event is not None and Info.is_type(event.type), event
+    return Info.from_event(event)
+
+
+def assert_pcm_frames(stream: AudioStream) -> None:
+    assert (stream.start.rate, stream.start.width, stream.start.channels) == (24000, 2, 1)
+    assert stream.chunks, "no audio"
+    for index, chunk in enumerate(stream.chunks):
+        assert (chunk.rate, chunk.width, chunk.channels) == (24000, 2, 1)
+        assert len(chunk.audio) == FRAME_BYTES  # one chunk per decoded frame
+        assert chunk.timestamp == index * 80
+    samples = struct.unpack(f"<{len(stream.chunks[0].audio) // 2}h", stream.chunks[0].audio)
+    assert max(abs(sample) for sample in samples) > 0, "silent audio"
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+# ---------------------------------------------------------------------------
+# Info
+
+
+def test_info_describes_the_program_and_every_voice(server):
+    async def scenario():
+        async with server.client() as client:
+            return await describe(client)
+
+    info = run(scenario())
+    (program,) = info.tts
+    assert program.name == "pocket-tts"
+    assert program.attribution.name == "Kyutai"
+    assert program.installed and program.version
+    assert program.supports_synthesize_streaming
+    assert sorted(voice.name for voice in program.voices) == ["alba", "bob", "carol", "dave", "voice"]
+    for voice in program.voices:
+        assert voice.installed
+        assert voice.languages == ["en"]
+        assert voice.description
+
+
+def test_a_voice_file_added_at_run_time_is_listed_and_usable(server, voices_dir, voice_wav):
+    added = voices_dir / "erin.wav"
+
+    async def names():
+        async with server.client() as client:
+            return [voice.name for voice in (await describe(client)).tts[0].voices]
+
+    assert "erin" not in run(names())
+    shutil.copy(voice_wav, added)
+    try:
+        assert "erin" in run(names())
+        assert_pcm_frames(run(synthesize(server, "Hello from a new voice.", voice="erin")))
+    finally:
+        added.unlink()
+    assert "erin" not in run(names())
+
+
+# ---------------------------------------------------------------------------
+# Synthesize
+
+
+def test_synthesize_streams_one_chunk_per_frame_and_logs_the_request(server):
+    stream = run(synthesize(server, "The kitchen light is on."))
+
+    assert_pcm_frames(stream)
+    assert stream.stop.data.get("timestamp") == len(stream.chunks) * 80
+    server.wait_for_log("chars=24")
+    line = next(line for line in server.log().splitlines() if "chars=24" in line)
+    assert "INFO" in line and "voice=voice" in line and "first_audio=" in line and "rtf=" in line
+
+
+def test_empty_or_blank_text_gives_a_valid_empty_audio_stream(server):
+    for text in ("", "   \n "):
+        stream = run(synthesize(server, text))
+        assert stream.chunks == []
+        assert stream.start.rate == 24000
+
+
+def test_audio_is_sent_while_the_text_is_still_being_synthesized(long_server):
+    async def scenario():
+        async with long_server.client() as client:
+            sent = time.monotonic()
+            await client.write_event(Synthesize(text=LONG_TEXT).event())
+            arrivals = []
+            stream = await read_audio_timed(client, arrivals)
+            return sent, arrivals, time.monotonic(), stream
+
+    sent, arrivals, stopped, stream = run(scenario())
+    assert_pcm_frames(stream)
+    assert len(stream.chunks) > 50
+    # A server that synthesized first and sent afterwards would deliver every chunk in
+    # a burst at the end; streaming spreads them over the synthesis.
+    assert stopped - arrivals[0] > 0.5 * (stopped - sent)
+
+
+async def read_audio_timed(client: AsyncTcpClient, arrivals: list[float]) -> AudioStream:
+    """`read_audio`, noting when each chunk arrived."""
+    event = await client.read_event()
+    assert event is not None and AudioStart.is_type(event.type)
+    start, chunks = AudioStart.from_event(event), []
+    while (event := await client.read_event()) is not None and AudioChunk.is_type(event.type):
+        arrivals.append(time.monotonic())
+        chunks.append(AudioChunk.from_event(event))
+    assert event is not None and event.type == "audio-stop"
+    return AudioStream(start, chunks, event)
+
+
+# ---------------------------------------------------------------------------
+# Streaming, exactly as Home Assistant drives it
+
+
+def test_streaming_flow_speaks_each_sentence_as_it_completes(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="voice")).event())
+            for piece in ["The kitchen ", "light is on.", " The"]:
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            # The first sentence is complete: its audio comes before any more text.
+            first = await read_audio(client)
+            for piece in [" front door is locked. ", "Goodnight."]:
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            full = "The kitchen light is on. The front door is locked. Goodnight."
+            await client.write_event(Synthesize(text=full, voice=SynthesizeVoice(name="voice")).event())
+            await client.write_event(SynthesizeStop().event())
+            rest = [await read_audio(client), await read_audio(client)]
+            stopped = await client.read_event()
+            return first, rest, stopped
+
+    first, rest, stopped = run(scenario())
+    for stream in (first, *rest):
+        assert_pcm_frames(stream)
+    assert stopped is not None and stopped.type == "synthesize-stopped"
+    server.wait_for_log("stream: voice=voice chars=")
+
+
+def test_streamed_text_without_sentence_end_is_spoken_at_stop(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="turn on the lights").event())
+            await client.write_event(SynthesizeStop().event())
+            stream = await read_audio(client)
+            stopped = await client.read_event()
+            return stream, stopped
+
+    stream, stopped = run(scenario())
+    assert_pcm_frames(stream)
+    assert stopped is not None and stopped.type == "synthesize-stopped"
+
+
+def test_a_stream_of_nothing_still_ends_with_synthesize_stopped(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="  ").event())
+            await client.write_event(SynthesizeStop().event())
+            return await client.read_event()
+
+    stopped = run(scenario())
+    assert stopped is not None and stopped.type == "synthesize-stopped"
+
+
+# ---------------------------------------------------------------------------
+# Concurrency
+
+
+def test_describe_is_answered_at_once_while_another_connection_synthesizes(long_server):
+    async def scenario():
+        async with long_server.client() as busy, long_server.client() as asker:
+            await busy.write_event(Synthesize(text=LONG_TEXT).event())
+            event = await busy.read_event()
+            assert event is not None and AudioStart.is_type(event.type)
+            reader = asyncio.create_task(drain(busy))
+            await asyncio.sleep(0.3)  # let frames flow: the worker is busy now
+            delays = []
+            for _ in range(5):
+                started = time.monotonic()
+                await describe(asker)
+                delays.append(time.monotonic() - started)
+                await asyncio.sleep(0.05)
+            assert not reader.done(), "synthesis ended before the measurement: use a longer text"
+            await reader
+            return sorted(delays)
+
+    delays = run(scenario())
+    assert delays[len(delays) // 2] < 0.2, delays
+
+
+async def drain(client: AsyncTcpClient) -> int:
+    """Read audio until AudioStop; the number of chunks."""
+    chunks = 0
+    while (event := await client.read_event()) is not None:
+        if event.type == "audio-stop":
+            return chunks
+        chunks += AudioChunk.is_type(event.type)
+    raise AssertionError("connection closed before audio-stop")
+
+
+def test_a_short_request_finishes_while_a_long_one_is_still_going(long_server):
+    async def scenario():
+        async with long_server.client() as long_client, long_server.client() as short_client:
+            await long_client.write_event(Synthesize(text=LONG_TEXT).event())
+            event = await long_client.read_event()
+            assert event is not None and AudioStart.is_type(event.type)
+            long_reader = asyncio.create_task(drain(long_client))
+            await short_client.write_event(Synthesize(text="Yes.").event())
+            short_stream = await read_audio(short_client)
+            long_done_first = long_reader.done()
+            long_chunks = await long_reader
+            return short_stream, long_done_first, long_chunks
+
+    short_stream, long_done_first, long_chunks = run(scenario())
+    assert_pcm_frames(short_stream)
+    assert not long_done_first
+    assert long_chunks > len(short_stream.chunks)
+
+
+def test_a_disconnect_cancels_the_synthesis(long_server):
+    async def scenario():
+        client = long_server.client()
+        await client.connect()
+        await client.write_event(Synthesize(text=LONG_TEXT * 3).event())
+        for _ in range(3):  # AudioStart and the first chunks
+            assert await client.read_event() is not None
+        await client.disconnect()
+
+    run(scenario())
+    time.sleep(0.5)  # the worker drops the job before its next frame
+    before = long_server.cpu_seconds()
+    time.sleep(1.0)
+    used = long_server.cpu_seconds() - before
+    # Still synthesizing would keep a core busy (~1 s of CPU per second).
+    assert used < 0.3, f"server used {used:.2f} s of CPU in the second after the disconnect"
+
+    async def still_serving():
+        async with long_server.client() as client:
+            return await describe(client)
+
+    assert run(still_serving()).tts
+
+
+def test_a_slow_reader_pauses_synthesis_instead_of_buffering(long_server):
+    text = f"{LONG_TEXT} {LONG_TEXT}"  # two chunks, about 330 frames
+
+    async def scenario():
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", long_server.port))
+        client = long_server.client()
+        # The library's client, on a socket with a small receive window.
+        client._reader, client._writer = await asyncio.open_connection(sock=sock)
+        await client.write_event(Synthesize(text=text).event())
+        # Not reading: once the buffers on the way are full the server must go idle,
+        # long before the utterance is done.
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            before = long_server.cpu_seconds()
+            await asyncio.sleep(0.5)
+            if long_server.cpu_seconds() - before < 0.05:
+                break
+            assert time.monotonic() < deadline, "the server never paused"
+        # Reading again: synthesis resumes and every frame arrives.
+        before = long_server.cpu_seconds()
+        assert (await client.read_event()).type == "audio-start"
+        chunks = await drain(client)
+        resumed_cpu = long_server.cpu_seconds() - before
+        await client.disconnect()
+        return chunks, resumed_cpu
+
+    chunks, resumed_cpu = run(scenario())
+    assert chunks > 250
+    # Had the server finished instead of pausing, draining would cost it no synthesis.
+    assert resumed_cpu > 0.5, f"only {resumed_cpu:.2f} s of CPU after reading resumed"
+
+
+# ---------------------------------------------------------------------------
+# The voice store through the protocol
+
+
+def loads(server: ServerProcess, name: str) -> int:
+    return server.log().count(f"Loading voice {name} ")
+
+
+def test_least_recently_used_voice_is_evicted_and_the_default_stays(server):
+    bob_loads = loads(server, "bob")
+    run(synthesize(server, "One two three.", voice="bob"))
+    run(synthesize(server, "One two three.", voice="bob"))
+    assert loads(server, "bob") == bob_loads + 1  # loaded once, then reused
+    run(synthesize(server, "One two three.", voice="carol"))  # bound 2: bob goes
+    server.wait_for_log("Unloaded voice bob")
+    run(synthesize(server, "One two three.", voice="bob"))
+    assert loads(server, "bob") == bob_loads + 2
+    run(synthesize(server, "One two three."))
+    assert "Unloaded voice voice" not in server.log()
+    assert loads(server, "voice") == 1  # loaded at startup, pinned since
+
+
+def test_two_requests_for_one_unloaded_voice_load_it_once(server):
+    before = loads(server, "dave")
+
+    async def scenario():
+        return await asyncio.gather(
+            synthesize(server, "One two three.", voice="dave"),
+            synthesize(server, "Four five six.", voice="dave"),
+        )
+
+    for stream in run(scenario()):
+        assert_pcm_frames(stream)
+    assert loads(server, "dave") == before + 1
+
+
+def test_an_unknown_voice_gets_an_error_naming_it_then_the_connection_closes(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(
+                Synthesize(text="Hello there.", voice=SynthesizeVoice(name="nobody")).event()
+            )
+            error = await client.read_event()
+            after = await client.read_event()
+            return error, after
+
+    error, after = run(scenario())
+    assert error is not None and Error.is_type(error.type)
+    text = Error.from_event(error).text
+    assert "nobody" in text and "alba, bob, carol, dave, voice" in text
+    assert after is None  # closed: Home Assistant would otherwise wait forever
+
+
+def test_an_unknown_voice_in_a_stream_is_reported_at_start(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="nobody")).event())
+            return await client.read_event(), await client.read_event()
+
+    error, after = run(scenario())
+    assert error is not None and Error.is_type(error.type) and "nobody" in Error.from_event(error).text
+    assert after is None
+
+
+# ---------------------------------------------------------------------------
+# Bad input: one log line, the connection handled, the server and others unaffected
+
+
+def raw_exchange(server: ServerProcess, data: bytes, then_describe: bool = True) -> list[dict]:
+    """Send raw bytes (then a Describe) and return the headers of all events received
+    until the server closes the connection or answers the Describe."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        sock.sendall(data)
+        if then_describe:
+            sock.sendall(b'{"type": "describe"}\n')
+        stream = sock.makefile("rb")
+        received = []
+        while (event := read_event(stream)) is not None:
+            received.append({"type": event.type, **event.data})
+            if event.type == "info":
+                break
+        return received
+
+
+def types(events: list[dict]) -> list[str]:
+    return [event["type"] for event in events]
+
+
+def header(event_type: str, **fields) -> bytes:
+    return json.dumps({"type": event_type, **fields}).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(b"this is not json\n", id="malformed-line"),
+        pytest.param(b"[1, 2, 3]\n", id="json-not-an-object"),
+        pytest.param(b'{"data": {}}\n', id="no-type"),
+        pytest.param(b'{"type": "descr\xff\xfeibe"}\n', id="invalid-utf8-header"),
+        pytest.param(header("synthesize", data_length=8) + b'{"t\xffxt"}', id="invalid-utf8-data"),
+        pytest.param(header("synthesize-chunk", data={"text": "Hello there."}), id="chunk-without-start"),
+        pytest.param(header("no-such-event", data={"x": 1}), id="unknown-event"),
+        pytest.param(header("ping-pong", payload_length=4) + b"\x00\x01\x02\x03", id="unknown-event-payload"),
+    ],
+)
+def test_a_skippable_bad_event_is_ignored_and_the_connection_carries_on(server, garbage):
+    assert types(raw_exchange(server, garbage)) == ["info"]
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(header("synthesize", data_length=2_000_000), id="data-over-1MB"),
+        pytest.param(header("synthesize", payload_length=50_000_000), id="payload-over-1MB"),
+        pytest.param(header("synthesize", data_length=-5), id="negative-length"),
+        pytest.param(header("synthesize", data_length="lots"), id="length-not-a-number"),
+        pytest.param(b'{"type": "' + b"x" * 100_000 + b'"}\n', id="header-line-too-long"),
+        pytest.param(header("synthesize", data={"text": 42}), id="text-not-a-string"),
+        pytest.param(header("synthesize", data={"text": "Hi there.", "voice": "alba"}), id="voice-not-an-object"),
+    ],
+)
+def test_unreadable_input_gets_an_error_and_the_connection_closes(server, garbage):
+    received = raw_exchange(server, garbage)
+    assert types(received) == ["error"]
+    assert received[0]["text"]
+
+
+def test_a_connection_reset_mid_stream_leaves_the_server_serving(server, long_server):
+    for target in (server, long_server):
+        sock = socket.create_connection(("127.0.0.1", target.port), timeout=TIMEOUT)
+        sock.sendall(wire(Synthesize(text=LONG_TEXT).event()))
+        sock.recv(4096)  # audio has started
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST instead of FIN
+        assert_pcm_frames(run(synthesize(target, "Still here?")))
+
+
+def wire(event: Event) -> bytes:
+    buffer = io.BytesIO()
+    write_event(event, buffer)
+    return buffer.getvalue()
+
+
+def test_bad_input_on_one_connection_does_not_disturb_another(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(Synthesize(text="The kitchen light is on.").event())
+            event = await client.read_event()
+            assert event is not None and AudioStart.is_type(event.type)
+            raw_exchange(server, header("synthesize", data_length=2_000_000))
+            raw_exchange(server, b"\xff\xfe garbage\n")
+            chunks = await drain(client)
+            return chunks
+
+    assert run(scenario()) > 0
