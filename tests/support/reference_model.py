@@ -177,7 +177,7 @@ def _init_mimi_convs(mimi: torch.nn.Module, gain: float) -> None:
             continue
         module.weight.normal_(0.0, gain / math.sqrt(fan_in))
         if module.bias is not None:
-            module.bias.normal_(0.0, 0.02)
+            module.bias.normal_(0.0, 0.05)
 
 
 @torch.no_grad()
@@ -189,7 +189,7 @@ def _perturb_constants(tts: Any) -> None:
         elif _is_norm_bias(key):
             tensor.normal_(0.0, 0.1)
         elif key.endswith(".scale"):  # Mimi layer scales, 0.01 at init
-            tensor.uniform_(0.2, 0.5)
+            tensor.uniform_(0.5, 1.0)
         elif key == "flow_lm.emb_std":
             tensor.uniform_(0.7, 1.3)
         elif key == "flow_lm.emb_mean":
@@ -277,14 +277,22 @@ def _eos_inputs(tts: Any, voice: Path, text: str, frames: int) -> torch.Tensor:
     return torch.stack(captured[1 : frames + 1])
 
 
-def _solve_eos(tts: Any, voice: Path, eos_at_frame: int, early_crossing_frame: int | None) -> None:
-    """Least-squares `out_eos` so the logit crosses the threshold exactly where asked."""
+def _check_eos_arguments(eos_at_frame: int | None, early_crossing_frame: int | None) -> None:
+    if eos_at_frame is None:
+        if early_crossing_frame is not None:
+            raise ValueError("early_crossing_frame needs eos_at_frame")
+        return
     if eos_at_frame < MIN_FRAMES_BEFORE_EOS:
         raise ValueError(f"eos_at_frame must be >= {MIN_FRAMES_BEFORE_EOS}, got {eos_at_frame}")
     if early_crossing_frame is not None and not 0 <= early_crossing_frame < MIN_FRAMES_BEFORE_EOS:
         raise ValueError(
-            f"early_crossing_frame must be in [0, {MIN_FRAMES_BEFORE_EOS}), got {early_crossing_frame}"
+            f"early_crossing_frame must be in [0, {MIN_FRAMES_BEFORE_EOS}), "
+            f"got {early_crossing_frame}"
         )
+
+
+def _solve_eos(tts: Any, voice: Path, eos_at_frame: int, early_crossing_frame: int | None) -> None:
+    """Least-squares `out_eos` so the logit crosses the threshold exactly where asked."""
     threshold = tts.eos_threshold
     inputs = _eos_inputs(tts, voice, EOS_TEXT, eos_at_frame + 1).double()
     target = torch.full((eos_at_frame + 1,), threshold + _EOS_LOW, dtype=torch.float64)
@@ -296,7 +304,7 @@ def _solve_eos(tts: Any, voice: Path, eos_at_frame: int, early_crossing_frame: i
     # numerical differences between engines cannot move the logit across the margin.
     mean = inputs.mean(dim=0)
     centred = inputs - mean
-    ridge = 1e-3 * float(centred.square().sum(dim=1).mean())
+    ridge = 1e-6 * float(centred.square().sum(dim=1).mean())
     gram = centred @ centred.T + ridge * torch.eye(len(target), dtype=torch.float64)
     weight = centred.T @ torch.linalg.solve(gram, target - target.mean())
     bias = float(target.mean() - mean @ weight)
@@ -335,8 +343,7 @@ def build_model(
     below any threshold. Tokenizers are trained in `tokenizer_dir` (default:
     inside `directory`); share one between builds to save seconds.
     """
-    if early_crossing_frame is not None and eos_at_frame is None:
-        raise ValueError("early_crossing_frame needs eos_at_frame")
+    _check_eos_arguments(eos_at_frame, early_crossing_frame)
     directory = directory.resolve()
     name = _model_name(base, num_layers, tiny, seed, eos_at_frame, early_crossing_frame)
     config_path = directory / f"model-{name}.yaml"
@@ -344,7 +351,8 @@ def build_model(
     others = [p for p in directory.glob("model-*.yaml") if p != config_path]
     if others:
         raise ValueError(
-            f"{directory} already holds another model ({others[0].name}); use one directory per build"
+            f"{directory} already holds another model ({others[0].name}); "
+            "use one directory per build"
         )
     config = packaged_config(base)
     if tiny:
@@ -404,9 +412,7 @@ def _build_in_memory(
         _init_mimi_convs(tts.mimi, gain=1.2)
         eos_weight = tts.flow_lm.out_eos.weight
         _set_eos(
-            tts,
-            0.01 * torch.randn_like(eos_weight) / math.sqrt(eos_weight.numel()),
-            _DISABLED_EOS_BIAS,
+            tts, torch.randn_like(eos_weight) / math.sqrt(eos_weight.numel()), _DISABLED_EOS_BIAS
         )
         _calibrate(tts)
         if eos_at_frame is not None:
