@@ -1,8 +1,10 @@
 """Session-wide test models, tokenizers and voices, built once under a temporary directory.
 
 Building is cached per directory, so every fixture here costs its build time
-once per session: the tiny model about 5 s, the real-size English model well
-under a minute. Tests marked `slow` run by default; `--skip-slow` skips them.
+once per session: training each test tokenizer takes 5-40 s (500 pieces for
+tiny models, 4000 for real sizes, depending on how busy the cores are), then a
+tiny model about 1 s and the real-size English model about 15 s. Tests marked
+`slow` run by default; `--skip-slow` skips them.
 """
 
 from __future__ import annotations
