@@ -89,6 +89,11 @@ class TextRules:
         object.__setattr__(self, "replace_characters", frozen)
         object.__setattr__(self, "_translation", str.maketrans(dict(frozen)))
 
+    def replace_in(self, text: str) -> str:
+        """Apply the replacements; whitespace runs, newlines included, become one space."""
+        text = " ".join(text.translate(self._translation).split())
+        return _CLAUSE_MARK_AFTER_SENTENCE_END.sub("", text)
+
 
 @dataclass(frozen=True)
 class PreparedText:
@@ -97,12 +102,6 @@ class PreparedText:
 
     text: str
     frames_after_eos_guess: int
-
-
-def _replace_characters(text: str, rules: TextRules) -> str:
-    # Splitting and joining also collapses all whitespace, newlines included.
-    text = " ".join(text.translate(rules._translation).split())
-    return _CLAUSE_MARK_AFTER_SENTENCE_END.sub("", text)
 
 
 def _end_as_sentence(text: str) -> str:
@@ -126,7 +125,7 @@ def prepare_text(text: str, rules: TextRules) -> PreparedText:
     stripped = _LONE_SURROGATE.sub("\ufffd", text).strip()
     if not stripped:
         raise TextError("the text is empty: there is nothing to speak")
-    text = _replace_characters(stripped, rules) if rules.replace_characters else stripped
+    text = rules.replace_in(stripped) if rules.replace_characters else stripped
     if not text:
         raise TextError(
             f"nothing is left to speak of {stripped[:40]!r} once the model's character "
