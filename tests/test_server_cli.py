@@ -1,0 +1,136 @@
+"""The server's command line: environment variables, stdio, and refusing bad startups clearly."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+from wyoming.event import read_event, write_event
+from wyoming.info import Describe, Info
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from tests.test_server import FRAME_BYTES, SHORT, launch
+from wyoming_pocket_tts.commands import serve
+
+
+def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    serve._defaults_from_environment(parser, environ)
+    return parser.parse_args(argv)
+
+
+def test_every_option_can_come_from_the_environment():
+    args = parse([], {
+        "WYOMING_POCKET_TTS_URI": "unix:///run/tts.sock",
+        "WYOMING_POCKET_TTS_VOICE": "marius",
+        "WYOMING_POCKET_TTS_PRELOAD_VOICE": "alba, jean",
+        "WYOMING_POCKET_TTS_VOICES_DIR": "/share/voices",
+        "WYOMING_POCKET_TTS_DATA_DIR": "/data/a,/data/b",
+        "WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "3",
+        "WYOMING_POCKET_TTS_TEMPERATURE": "0.5",
+        "WYOMING_POCKET_TTS_NO_STREAMING": "true",
+        "WYOMING_POCKET_TTS_LOCAL_FILES_ONLY": "1",
+        "WYOMING_POCKET_TTS_ZEROCONF": "kitchen-tts",
+        "WYOMING_POCKET_TTS_DEBUG": "off",
+    })
+    assert args.uri == "unix:///run/tts.sock"
+    assert args.voice == "marius"
+    assert args.preload_voice == ["alba", "jean"]
+    assert args.voices_dir == Path("/share/voices")
+    assert args.data_dir == [Path("/data/a"), Path("/data/b")]
+    assert args.max_loaded_voices == 3
+    assert args.temperature == 0.5
+    assert args.no_streaming and args.local_files_only and not args.debug
+    assert args.zeroconf == "kitchen-tts"
+
+
+def test_the_command_line_wins_over_the_environment():
+    environ = {"WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "3", "WYOMING_POCKET_TTS_ZEROCONF": "yes"}
+    args = parse(["--max-loaded-voices", "5"], environ)
+    assert args.max_loaded_voices == 5
+    assert args.zeroconf == ""  # enabled, default name
+    assert parse([], {"WYOMING_POCKET_TTS_ZEROCONF": "false"}).zeroconf is None
+    assert parse([], {}).uri == "tcp://0.0.0.0:10200"
+
+
+@pytest.mark.parametrize(
+    ("environ", "complaint"),
+    [
+        ({"WYOMING_POCKET_TTS_DEBUG": "maybe"}, "WYOMING_POCKET_TTS_DEBUG='maybe'"),
+        ({"WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "many"}, "--max-loaded-voices: invalid int value"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error(environ, complaint, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse([], environ)
+    assert exited.value.code == 2
+    assert complaint in capsys.readouterr().err
+
+
+def test_stdio_server_configured_by_environment_answers_and_exits_at_end_of_input(
+    tmp_path, tiny_model, voice_wav
+):
+    server = launch(
+        tmp_path, tiny_model, stdio=True,
+        env={
+            "WYOMING_POCKET_TTS_VOICE": str(voice_wav),
+            "WYOMING_POCKET_TTS_NO_STREAMING": "1",
+            "WYOMING_POCKET_TTS_EOS_THRESHOLD": SHORT[1],
+        },
+    )
+    stdin, stdout = server.process.stdin, server.process.stdout
+    # Streaming is off: the stream events are ignored, the plain Synthesize answered.
+    for event in (
+        Describe().event(),
+        SynthesizeStart().event(),
+        SynthesizeChunk(text="Not spoken. ").event(),
+        SynthesizeStop().event(),
+        Synthesize(text="The kitchen light is on.").event(),
+    ):
+        write_event(event, stdin)
+    stdin.close()  # end of input: finish what was asked, then exit
+
+    events = []
+    while (event := read_event(stdout)) is not None:
+        events.append(event)
+    assert server.process.wait(timeout=60) == 0, server.log()
+
+    assert Info.is_type(events[0].type)
+    assert not Info.from_event(events[0]).tts[0].supports_synthesize_streaming
+    assert [event.type for event in events[1:]] == (
+        ["audio-start"] + ["audio-chunk"] * (len(events) - 3) + ["audio-stop"]
+    )
+    assert len(events) > 3
+    assert all(len(event.payload) == FRAME_BYTES for event in events[2:-1])
+    assert "Traceback" not in server.log()
+
+
+def test_an_unknown_default_voice_stops_startup_with_the_available_voices(
+    tmp_path, tiny_model, voice_wav
+):
+    voices = tmp_path / "voices"
+    voices.mkdir()
+    shutil.copy(voice_wav, voices / "alba.wav")
+    server = launch(
+        tmp_path, tiny_model, "--voices-dir", str(voices), "--voice", "zed", wait=False
+    )
+    assert server.process.wait(timeout=120) == 1
+    log = server.log()
+    assert "Unknown voice 'zed'. Available voices: alba" in log
+    assert "Traceback" not in log
+
+
+def test_a_missing_model_file_is_one_clear_line(tmp_path, tiny_model):
+    server = launch(tmp_path, tiny_model, "--model", str(tmp_path / "nowhere.yaml"), wait=False)
+    assert server.process.wait(timeout=120) == 1
+    log = server.log()
+    assert "nowhere.yaml" in log and "Traceback" not in log
+
+
+def test_zeroconf_needs_tcp(tmp_path, tiny_model):
+    server = launch(tmp_path, tiny_model, "--zeroconf", "--uri", "unix:///tmp/x.sock", wait=False)
+    assert server.process.wait(timeout=120) == 2
+    assert "--zeroconf needs a tcp:// URI" in server.log()
