@@ -29,7 +29,6 @@ from wyoming_pocket_tts.engine.text import (
     TextRules,
     frames_after_eos_for,
     max_frames_for,
-    prepare_chunks,
     prepare_text,
     split_into_chunks,
 )
@@ -136,6 +135,11 @@ def reference_chunks(tokenizer, text: str, rules: TextRules, max_tokens: int) ->
     return split_into_best_sentences(tokenizer, text, max_tokens, **_reference_options(rules))
 
 
+def _prepared_chunks(tokenizer: Tokenizer, text: str, rules: TextRules) -> list[PreparedText]:
+    """What the generation loop speaks: each chunk prepared again, as the reference does."""
+    return [prepare_text(chunk, rules) for chunk in split_into_chunks(tokenizer, text, rules)]
+
+
 def long_text(n_chars: int, seed: int, words: list[str], max_words: int = 30) -> str:
     """Deterministic prose of sentences and clauses with every kind of boundary mark."""
     rng = random.Random(seed)
@@ -219,7 +223,7 @@ def test_split_matches_reference(
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "json"])
 @pytest.mark.parametrize("rules_name", RULES)
-def test_prepare_chunks_matches_reference_generation(
+def test_prepared_chunks_match_reference_generation(
     tokenizer_pairs, rules_name: str, kind: str
 ) -> None:
     """The reference prepares each chunk again before generating it; so must we."""
@@ -230,7 +234,7 @@ def test_prepare_chunks_matches_reference_generation(
             reference_prepare(chunk, rules)
             for chunk in reference_chunks(reference, text, rules, 50)
         ]
-        assert prepare_chunks(ours, text, rules) == expected, text
+        assert _prepared_chunks(ours, text, rules) == expected, text
 
 
 @pytest.mark.parametrize("rules_name", RULES)
@@ -239,7 +243,10 @@ def test_both_tokenizers_give_the_same_ids(tokenizer_pairs, rules_name: str) -> 
     json, _ = tokenizer_pairs["json"]
     rules = RULES[rules_name]
     for text in TEXTS:
-        for piece in [text, *(chunk.text for chunk in prepare_chunks(sentencepiece, text, rules))]:
+        for piece in [
+            text,
+            *(chunk.text for chunk in _prepared_chunks(sentencepiece, text, rules)),
+        ]:
             ids = sentencepiece.encode(piece)
             assert json.encode(piece) == ids, piece
             assert json.decode(ids) == sentencepiece.decode(ids), piece

@@ -3,7 +3,7 @@
 Pocket TTS was trained on single sentences that start with a capital and end with
 a full stop, so a text is first tidied into that shape (`prepare_text`), then cut
 into chunks of at most about 50 tokens at sentence ends (`split_into_chunks`),
-and each chunk is tidied again before it is spoken (`prepare_chunks` does both).
+and each chunk is tidied again (`prepare_text`) before it is spoken.
 Every step reproduces the reference implementation's output exactly, quirks
 included, because a model was trained and evaluated on text prepared that way.
 
@@ -239,7 +239,7 @@ def split_into_chunks(
     Sentences (and clauses of over-long sentences) are packed greedily, in order, while
     their token counts fit. A single sentence longer than `max_tokens` with no comma,
     semicolon or colon stays whole (logged as a warning). The chunks are not yet prepared
-    for speaking: pass each to `prepare_text`, or use `prepare_chunks`.
+    for speaking: the reference passes each through `prepare_text` again, and so must we.
     """
     prepared = prepare_text(text, rules).text.strip()
     chunks: list[str] = []
@@ -265,17 +265,6 @@ def split_into_chunks(
                 chunk,
             )
     return chunks
-
-
-def prepare_chunks(
-    tokenizer: Tokenizer, text: str, rules: TextRules, max_tokens: int = MAX_TOKENS_PER_CHUNK
-) -> list[PreparedText]:
-    """The whole text pipeline: split `text` into chunks and prepare each for speaking,
-    as the reference does before generating each chunk."""
-    return [
-        prepare_text(chunk, rules)
-        for chunk in split_into_chunks(tokenizer, text, rules, max_tokens)
-    ]
 
 
 def frames_after_eos_for(prepared: PreparedText, requested: int | None) -> int:
