@@ -69,7 +69,9 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while text not in self.log():
             if self.process.poll() is not None:
-                pytest.fail(f"server exited ({self.process.returncode}) before {text!r}:\n{self.log()}")
+                pytest.fail(
+                    f"server exited ({self.process.returncode}) before {text!r}:\n{self.log()}"
+                )
             if time.monotonic() > deadline:
                 pytest.fail(f"no {text!r} in the server log after {timeout} s:\n{self.log()}")
             time.sleep(0.05)
@@ -93,17 +95,32 @@ class ServerProcess:
 
 
 def launch(
-    directory: Path, model: BuiltModel, *args: str, env: dict[str, str] | None = None,
-    stdio: bool = False, wait: bool = True,
+    directory: Path,
+    model: BuiltModel,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdio: bool = False,
+    wait: bool = True,
 ) -> ServerProcess:
     directory.mkdir(parents=True, exist_ok=True)
     port = None if stdio else free_port()
     uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"
     log_path = directory / "server.log"
-    command = [sys.executable, "-m", "wyoming_pocket_tts", "--uri", uri, "--model", str(model.config_path), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "wyoming_pocket_tts",
+        "--uri",
+        uri,
+        "--model",
+        str(model.config_path),
+        *args,
+    ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            command, cwd=REPO, stderr=log,
+            command,
+            cwd=REPO,
+            stderr=log,
             stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdio else subprocess.DEVNULL,
             env={**os.environ, **(env or {})},
@@ -115,7 +132,9 @@ def launch(
 
 
 @pytest.fixture(scope="module")
-def voices_dir(tmp_path_factory: pytest.TempPathFactory, voice_wav: Path, other_voice_wav: Path) -> Path:
+def voices_dir(
+    tmp_path_factory: pytest.TempPathFactory, voice_wav: Path, other_voice_wav: Path
+) -> Path:
     directory = tmp_path_factory.mktemp("custom-voices")
     for name in ("alba", "bob", "dave"):
         shutil.copy(voice_wav, directory / f"{name}.wav")
@@ -128,8 +147,16 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
     """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
     most two loaded at once, so every switch between non-default voices evicts one."""
     process = launch(
-        tmp_path_factory.mktemp("server"), tiny_model, "--voice", str(voice_wav),
-        "--voices-dir", str(voices_dir), "--max-loaded-voices", "2", "--debug", *SHORT,
+        tmp_path_factory.mktemp("server"),
+        tiny_model,
+        "--voice",
+        str(voice_wav),
+        "--voices-dir",
+        str(voices_dir),
+        "--max-loaded-voices",
+        "2",
+        "--debug",
+        *SHORT,
     )
     yield process
     assert process.stop() == 0, process.log()
@@ -213,7 +240,13 @@ def test_info_describes_the_program_and_every_voice(server):
     assert program.attribution.name == "Kyutai"
     assert program.installed and program.version
     assert program.supports_synthesize_streaming
-    assert sorted(voice.name for voice in program.voices) == ["alba", "bob", "carol", "dave", "voice"]
+    assert sorted(voice.name for voice in program.voices) == [
+        "alba",
+        "bob",
+        "carol",
+        "dave",
+        "voice",
+    ]
     for voice in program.voices:
         assert voice.installed
         assert voice.languages == ["en"]
@@ -302,7 +335,9 @@ def test_streaming_flow_speaks_each_sentence_as_it_completes(server):
             for piece in [" front door is locked. ", "Goodnight."]:
                 await client.write_event(SynthesizeChunk(text=piece).event())
             full = "The kitchen light is on. The front door is locked. Goodnight."
-            await client.write_event(Synthesize(text=full, voice=SynthesizeVoice(name="voice")).event())
+            await client.write_event(
+                Synthesize(text=full, voice=SynthesizeVoice(name="voice")).event()
+            )
             await client.write_event(SynthesizeStop().event())
             rest = [await read_audio(client), await read_audio(client)]
             stopped = await client.read_event()
@@ -515,8 +550,31 @@ def test_an_unknown_voice_in_a_stream_is_reported_at_start(server):
             return await client.read_event(), await client.read_event()
 
     error, after = run(scenario())
-    assert error is not None and Error.is_type(error.type) and "nobody" in Error.from_event(error).text
+    assert (
+        error is not None and Error.is_type(error.type) and "nobody" in Error.from_event(error).text
+    )
     assert after is None
+
+
+def test_an_unreadable_voice_file_gets_an_error_and_the_server_carries_on(server, voices_dir):
+    broken = voices_dir / "broken.wav"
+    broken.write_bytes(b"RIFF but not really a wave file")
+
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(
+                Synthesize(text="Hello there.", voice=SynthesizeVoice(name="broken")).event()
+            )
+            return await client.read_event(), await client.read_event()
+
+    try:
+        error, after = run(scenario())
+    finally:
+        broken.unlink()
+    assert error is not None and Error.is_type(error.type)
+    assert "broken.wav" in Error.from_event(error).text
+    assert after is None
+    assert_pcm_frames(run(synthesize(server, "Still here?")))
 
 
 # ---------------------------------------------------------------------------
@@ -555,9 +613,13 @@ def header(event_type: str, **fields) -> bytes:
         pytest.param(b'{"data": {}}\n', id="no-type"),
         pytest.param(b'{"type": "descr\xff\xfeibe"}\n', id="invalid-utf8-header"),
         pytest.param(header("synthesize", data_length=8) + b'{"t\xffxt"}', id="invalid-utf8-data"),
-        pytest.param(header("synthesize-chunk", data={"text": "Hello there."}), id="chunk-without-start"),
+        pytest.param(
+            header("synthesize-chunk", data={"text": "Hello there."}), id="chunk-without-start"
+        ),
         pytest.param(header("no-such-event", data={"x": 1}), id="unknown-event"),
-        pytest.param(header("ping-pong", payload_length=4) + b"\x00\x01\x02\x03", id="unknown-event-payload"),
+        pytest.param(
+            header("ping-pong", payload_length=4) + b"\x00\x01\x02\x03", id="unknown-event-payload"
+        ),
     ],
 )
 def test_a_skippable_bad_event_is_ignored_and_the_connection_carries_on(server, garbage):
@@ -573,7 +635,10 @@ def test_a_skippable_bad_event_is_ignored_and_the_connection_carries_on(server, 
         pytest.param(header("synthesize", data_length="lots"), id="length-not-a-number"),
         pytest.param(b'{"type": "' + b"x" * 100_000 + b'"}\n', id="header-line-too-long"),
         pytest.param(header("synthesize", data={"text": 42}), id="text-not-a-string"),
-        pytest.param(header("synthesize", data={"text": "Hi there.", "voice": "alba"}), id="voice-not-an-object"),
+        pytest.param(
+            header("synthesize", data={"text": "Hi there.", "voice": "alba"}),
+            id="voice-not-an-object",
+        ),
     ],
 )
 def test_unreadable_input_gets_an_error_and_the_connection_closes(server, garbage):

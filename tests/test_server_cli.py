@@ -23,19 +23,22 @@ def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
 
 
 def test_every_option_can_come_from_the_environment():
-    args = parse([], {
-        "WYOMING_POCKET_TTS_URI": "unix:///run/tts.sock",
-        "WYOMING_POCKET_TTS_VOICE": "marius",
-        "WYOMING_POCKET_TTS_PRELOAD_VOICE": "alba, jean",
-        "WYOMING_POCKET_TTS_VOICES_DIR": "/share/voices",
-        "WYOMING_POCKET_TTS_DATA_DIR": "/data/a,/data/b",
-        "WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "3",
-        "WYOMING_POCKET_TTS_TEMPERATURE": "0.5",
-        "WYOMING_POCKET_TTS_NO_STREAMING": "true",
-        "WYOMING_POCKET_TTS_LOCAL_FILES_ONLY": "1",
-        "WYOMING_POCKET_TTS_ZEROCONF": "kitchen-tts",
-        "WYOMING_POCKET_TTS_DEBUG": "off",
-    })
+    args = parse(
+        [],
+        {
+            "WYOMING_POCKET_TTS_URI": "unix:///run/tts.sock",
+            "WYOMING_POCKET_TTS_VOICE": "marius",
+            "WYOMING_POCKET_TTS_PRELOAD_VOICE": "alba, jean",
+            "WYOMING_POCKET_TTS_VOICES_DIR": "/share/voices",
+            "WYOMING_POCKET_TTS_DATA_DIR": "/data/a,/data/b",
+            "WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "3",
+            "WYOMING_POCKET_TTS_TEMPERATURE": "0.5",
+            "WYOMING_POCKET_TTS_NO_STREAMING": "true",
+            "WYOMING_POCKET_TTS_LOCAL_FILES_ONLY": "1",
+            "WYOMING_POCKET_TTS_ZEROCONF": "kitchen-tts",
+            "WYOMING_POCKET_TTS_DEBUG": "off",
+        },
+    )
     assert args.uri == "unix:///run/tts.sock"
     assert args.voice == "marius"
     assert args.preload_voice == ["alba", "jean"]
@@ -60,7 +63,10 @@ def test_the_command_line_wins_over_the_environment():
     ("environ", "complaint"),
     [
         ({"WYOMING_POCKET_TTS_DEBUG": "maybe"}, "WYOMING_POCKET_TTS_DEBUG='maybe'"),
-        ({"WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "many"}, "--max-loaded-voices: invalid int value"),
+        (
+            {"WYOMING_POCKET_TTS_MAX_LOADED_VOICES": "many"},
+            "--max-loaded-voices: invalid int value",
+        ),
     ],
 )
 def test_a_bad_environment_value_is_a_usage_error(environ, complaint, capsys):
@@ -74,7 +80,9 @@ def test_stdio_server_configured_by_environment_answers_and_exits_at_end_of_inpu
     tmp_path, tiny_model, voice_wav
 ):
     server = launch(
-        tmp_path, tiny_model, stdio=True,
+        tmp_path,
+        tiny_model,
+        stdio=True,
         env={
             "WYOMING_POCKET_TTS_VOICE": str(voice_wav),
             "WYOMING_POCKET_TTS_NO_STREAMING": "1",
@@ -114,9 +122,7 @@ def test_an_unknown_default_voice_stops_startup_with_the_available_voices(
     voices = tmp_path / "voices"
     voices.mkdir()
     shutil.copy(voice_wav, voices / "alba.wav")
-    server = launch(
-        tmp_path, tiny_model, "--voices-dir", str(voices), "--voice", "zed", wait=False
-    )
+    server = launch(tmp_path, tiny_model, "--voices-dir", str(voices), "--voice", "zed", wait=False)
     assert server.process.wait(timeout=120) == 1
     log = server.log()
     assert "Unknown voice 'zed'. Available voices: alba" in log

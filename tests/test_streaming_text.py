@@ -35,9 +35,7 @@ def test_short_pieces_wait_for_the_next_sentence():
 def test_a_short_piece_at_the_end_is_still_spoken():
     # The sentence before it is already out (maybe half spoken): the tail goes alone.
     stream = SentenceStream()
-    assert feed(stream, ["The garage door is closed. ", "Done."]) == [
-        "The garage door is closed."
-    ]
+    assert feed(stream, ["The garage door is closed. ", "Done."]) == ["The garage door is closed."]
     assert stream.finish() == "Done."
 
 

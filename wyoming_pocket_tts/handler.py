@@ -226,7 +226,12 @@ class _Report:
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
             "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s",
-            self.kind, self.voice, self.chars, audio_seconds, first, rtf,
+            self.kind,
+            self.voice,
+            self.chars,
+            audio_seconds,
+            first,
+            rtf,
         )
 
 
@@ -251,7 +256,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._requests: asyncio.Queue[_Utterance | _TextStream | _Reply | None] = asyncio.Queue()
         self._stream: _TextStream | None = None
         self._speaker: asyncio.Task | None = None
-        self._peer = str(writer.get_extra_info("peername") or "stdio")
+        peer = writer.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "stdio")
         connection = writer.get_extra_info("socket")
         if connection is not None and connection.family in (socket.AF_INET, socket.AF_INET6):
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)

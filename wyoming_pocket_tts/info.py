@@ -30,7 +30,9 @@ def _voice(source: VoiceSource, languages: Iterable[str]) -> TtsVoice:
     if source.kind is VoiceKind.PREDEFINED:
         attribution = KYUTAI
     else:  # the user's own file: no one to credit but its path
-        attribution = Attribution(name="custom voice", url=source.path.as_uri() if source.path else "")
+        attribution = Attribution(
+            name="custom voice", url=source.path.as_uri() if source.path else ""
+        )
     return TtsVoice(
         name=source.name,
         description=source.description,

@@ -81,10 +81,15 @@ def voice_from_file(path: Path) -> VoiceSource | None:
 def scan_voices_dir(directory: Path) -> dict[str, VoiceSource]:
     """Voices in a folder. A voice state wins over a recording with the same name,
     since it is what exporting that recording produces."""
-    if not directory.is_dir():
+    try:
+        paths = sorted(directory.iterdir())
+    except FileNotFoundError:
+        return {}
+    except OSError as err:  # unreadable: serve the other voices, say why
+        _LOGGER.warning("Cannot read the voices folder %s: %s", directory, err)
         return {}
     found: dict[str, VoiceSource] = {}
-    for path in sorted(directory.iterdir()):
+    for path in paths:
         source = voice_from_file(path) if path.is_file() else None
         if source is None or source.name.startswith("."):
             continue

@@ -30,7 +30,7 @@ from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
 from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
 from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
-from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
@@ -63,7 +63,8 @@ _FALSE = ("0", "false", "no", "off", "")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--uri", default=DEFAULT_URI,
+        "--uri",
+        default=DEFAULT_URI,
         help="where to listen: tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)",
     )
     parser.add_argument(
@@ -72,7 +73,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{load_catalog().default_model}) or the path of a pocket-tts YAML configuration",
     )
     parser.add_argument(
-        "--language", action="append",
+        "--language",
+        action="append",
         help="language code(s) to advertise for a model given as a YAML path (default: en)",
     )
     parser.add_argument(
@@ -81,39 +83,47 @@ def configure(parser: argparse.ArgumentParser) -> None:
         ".safetensors file (default: the model's default voice)",
     )
     parser.add_argument(
-        "--preload-voice", action="append", default=[],
+        "--preload-voice",
+        action="append",
+        default=[],
         help="load this voice at startup too (repeatable)",
     )
     parser.add_argument(
-        "--voices-dir", type=Path,
+        "--voices-dir",
+        type=Path,
         help="folder of custom voices: audio files to clone and .safetensors voice states, "
         "each named by its file name without extension; rescanned on every request",
     )
     add_download_arguments(parser)
     parser.add_argument(
-        "--max-loaded-voices", type=int, default=8,
+        "--max-loaded-voices",
+        type=int,
+        default=8,
         help="voices kept in memory at once; the least recently used goes first, never the "
         "default voice (default: %(default)s)",
     )
     parser.add_argument(
-        "--temperature", type=float,
+        "--temperature",
+        type=float,
         help="sampling temperature; 0 is deterministic (default: the model's, 0.3)",
     )
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--no-streaming", action="store_true",
+        "--no-streaming",
+        action="store_true",
         help="do not offer text streaming (synthesize-start/chunk/stop) to clients",
     )
     parser.add_argument(
-        "--zeroconf", nargs="?", const="", metavar="NAME",
+        "--zeroconf",
+        nargs="?",
+        const="",
+        metavar="NAME",
         help="announce the server on the local network for Home Assistant to discover "
         "(tcp:// only), optionally under NAME",
     )
     parser.add_argument("--debug", action="store_true", help="log DEBUG messages")
-    parser.add_argument(
-        "--log-format", default=logging.BASIC_FORMAT, help="format of log messages"
-    )
+    parser.add_argument("--log-format", default=logging.BASIC_FORMAT, help="format of log messages")
     parser.add_argument("--version", action="version", version=__version__)
     parser.epilog = (
         f"Every option --foo-bar can also be set with the environment variable "
@@ -129,20 +139,30 @@ def _defaults_from_environment(parser: argparse.ArgumentParser, environ: Mapping
     defined elsewhere, such as the download ones, get their variables too.
     """
     defaults = {}
-    for action in parser._actions:  # noqa: SLF001
+    for action in parser._actions:
         variable = ENV_PREFIX + action.dest.upper()
-        if not action.option_strings or action.dest in ("help", "version") or variable not in environ:
+        if (
+            not action.option_strings
+            or action.dest in ("help", "version")
+            or variable not in environ
+        ):
             continue
         value = environ[variable].strip()
-        if isinstance(action, argparse._StoreTrueAction):  # noqa: SLF001
+        if isinstance(action, argparse._StoreTrueAction):
             if value.lower() not in _TRUE + _FALSE:
-                parser.error(f"{variable}={value!r}: expected one of {', '.join(_TRUE + _FALSE[:-1])}")
+                parser.error(
+                    f"{variable}={value!r}: expected one of {', '.join(_TRUE + _FALSE[:-1])}"
+                )
             defaults[action.dest] = value.lower() in _TRUE
-        elif isinstance(action, argparse._AppendAction):  # noqa: SLF001
+        elif isinstance(action, argparse._AppendAction):
             convert = action.type or str
-            defaults[action.dest] = [convert(item.strip()) for item in value.split(",") if item.strip()]
+            defaults[action.dest] = [
+                convert(item.strip()) for item in value.split(",") if item.strip()
+            ]
         elif action.dest == "zeroconf":
-            defaults[action.dest] = None if value.lower() in _FALSE else ("" if value.lower() in _TRUE else value)
+            defaults[action.dest] = (
+                None if value.lower() in _FALSE else ("" if value.lower() in _TRUE else value)
+            )
         elif value:
             defaults[action.dest] = value  # a string default: argparse converts and checks it
     parser.set_defaults(**defaults)
@@ -214,7 +234,11 @@ def _voice_loader(
     def load(source: VoiceSource) -> VoiceState:
         if source.kind is VoiceKind.PREDEFINED:
             assert served.entry is not None
-            return model.load_voice(resolve_voice_file(served.entry, source.name, download_options(args)))
+            try:
+                path = resolve_voice_file(served.entry, source.name, download_options(args))
+            except DownloadError as err:  # reported to the client like any unusable voice
+                raise VoiceError(f"voice {source.name} is unavailable: {err}") from err
+            return model.load_voice(path)
         assert source.path is not None
         if source.kind is VoiceKind.STATE:
             return model.load_voice(source.path)
@@ -223,13 +247,15 @@ def _voice_loader(
     return load
 
 
-def _default_voice(args: argparse.Namespace, served: ServedModel, available: Mapping[str, VoiceSource]) -> str:
+def _default_voice(
+    args: argparse.Namespace, served: ServedModel, available: Mapping[str, VoiceSource]
+) -> str:
     if args.voice:
         return Path(args.voice).stem if Path(args.voice).is_file() else args.voice
     if served.entry is not None:
         return served.entry.default_voice
     if available:
-        return sorted(available)[0]
+        return min(available)
     raise UnknownVoiceError("(none given)", available)
 
 
@@ -260,7 +286,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS) -> int:
-    explicit = voice_from_file(Path(args.voice)) if args.voice and Path(args.voice).is_file() else None
+    explicit = (
+        voice_from_file(Path(args.voice)) if args.voice and Path(args.voice).is_file() else None
+    )
     sources = _voice_sources(served, args.voices_dir, explicit)
     loader_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="voice-loader")
     worker = SynthesisWorker(Synthesizer(model), max_buffered_frames=MAX_BUFFERED_FRAMES)
@@ -276,20 +304,26 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             )
             startup = list(dict.fromkeys([voices.default_voice, *args.preload_voice]))
             if len(startup) > args.max_loaded_voices:
-                _LOGGER.warning("More startup voices than --max-loaded-voices: some will be unloaded")
+                _LOGGER.warning(
+                    "More startup voices than --max-loaded-voices: some will be unloaded"
+                )
             await voices.preload(startup)
-        except (UnknownVoiceError, EngineError, DownloadError, OSError) as err:
+        except (UnknownVoiceError, EngineError, OSError) as err:
             _LOGGER.error("Cannot load a startup voice: %s", err)
             return 1
         settings = HandlerSettings(
             sample_rate=model.sample_rate,
-            options=GenerationOptions(temperature=args.temperature, eos_threshold=args.eos_threshold),
+            options=GenerationOptions(
+                temperature=args.temperature, eos_threshold=args.eos_threshold
+            ),
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),
         )
         handler = partial(
             PocketTTSEventHandler,
-            info=lambda: build_info(served.description, voices.available(), streaming=settings.streaming),
+            info=lambda: build_info(
+                served.description, voices.available(), streaming=settings.streaming
+            ),
             voices=voices,
             worker=worker,
             settings=settings,
