@@ -647,6 +647,13 @@ def test_unreadable_input_gets_an_error_and_the_connection_closes(server, garbag
     assert received[0]["text"]
 
 
+def test_a_flood_of_requests_is_refused_beyond_the_queue_limit(server):
+    flood = b"".join(wire(Synthesize(text="One two three.").event()) for _ in range(20))
+    received = raw_exchange(server, flood, then_describe=False)
+    assert types(received)[-1] == "error"
+    assert "requests waiting" in received[-1]["text"]
+
+
 def test_a_connection_reset_mid_stream_leaves_the_server_serving(server, long_server):
     for target in (server, long_server):
         sock = socket.create_connection(("127.0.0.1", target.port), timeout=TIMEOUT)

@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from wyoming.client import AsyncUnixClient
 from wyoming.event import read_event, write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from tests.test_server import FRAME_BYTES, SHORT, launch
+from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
 
 
@@ -140,3 +141,49 @@ def test_zeroconf_needs_tcp(tmp_path, tiny_model):
     server = launch(tmp_path, tiny_model, "--zeroconf", "--uri", "unix:///tmp/x.sock", wait=False)
     assert server.process.wait(timeout=120) == 2
     assert "--zeroconf needs a tcp:// URI" in server.log()
+
+
+def test_unix_socket_server_speaks(tmp_path, tiny_model, voice_wav):
+    path = tmp_path / "tts.sock"
+    server = launch(
+        tmp_path, tiny_model, "--voice", str(voice_wav), "--uri", f"unix://{path}", *SHORT
+    )
+
+    async def scenario():
+        async with AsyncUnixClient(str(path), connect_timeout=60, read_timeout=60) as client:
+            await client.write_event(Synthesize(text="The kitchen light is on.").event())
+            return await read_audio(client)
+
+    try:
+        assert_pcm_frames(run(scenario()))
+    finally:
+        assert server.stop() == 0
+    assert not path.exists()  # removed on the way out
+
+
+def test_zeroconf_that_cannot_announce_warns_and_serves(tmp_path, tiny_model, voice_wav):
+    # Bound to loopback there is no address worth announcing: one warning, no failure.
+    server = launch(tmp_path, tiny_model, "--voice", str(voice_wav), "--zeroconf", "test", *SHORT)
+    try:
+        assert "Zeroconf" in server.log()
+
+        async def scenario():
+            async with server.client() as client:
+                await client.write_event(Synthesize(text="Hello there.").event())
+                return await read_audio(client)
+
+        assert_pcm_frames(run(scenario()))
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in server.log()
+
+
+def test_a_yaml_model_advertises_the_languages_given(tiny_model):
+    served = serve.resolve_model(
+        parse(["--model", str(tiny_model.config_path), "--language", "fr"], {})
+    )
+    assert served.description.languages == ("fr",)
+    assert served.entry is None  # no catalog entry: no predefined voices
+    assert serve.resolve_model(
+        parse(["--model", str(tiny_model.config_path)], {})
+    ).description.languages == ("en",)
