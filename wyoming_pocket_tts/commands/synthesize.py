@@ -15,6 +15,7 @@ from wyoming_pocket_tts.catalog import CatalogError
 from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model, load_voice
 from wyoming_pocket_tts.download import DownloadError
 from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
 HELP = "speak a text into a WAV file"
@@ -43,18 +44,17 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
         temperature=args.temperature, eos_threshold=args.eos_threshold,
         frames_after_eos=args.frames_after_eos, seed=args.seed,
     )
-    utterance = synthesizer.start(voice, text, options)
     sample_rate = synthesizer.model.sample_rate
-    progress = not args.quiet and len(utterance.chunks) > 1
+    progress = not args.quiet and len(synthesizer.chunks(text, options)) > 1
     started = last_report = time.monotonic()
     samples = 0
     partial = args.output.with_name(args.output.name + ".partial")
     try:
-        with wave.open(str(partial), "wb") as wav:
+        with wave.open(str(partial), "wb") as wav, SynthesisWorker(synthesizer) as worker:
             wav.setnchannels(1)
             wav.setsampwidth(2)
             wav.setframerate(sample_rate)
-            while (frame := utterance.next_frame()) is not None:
+            for frame in worker.stream(voice, text, options):
                 wav.writeframes((np.clip(frame, -1, 1) * 32767).astype("<i2").tobytes())
                 samples += frame.shape[0]
                 if progress and time.monotonic() - last_report > 0.5:
@@ -65,7 +65,6 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
                           file=sys.stderr, flush=True)
         partial.replace(args.output)
     finally:
-        utterance.close()
         partial.unlink(missing_ok=True)
         if progress:
             print(file=sys.stderr)

@@ -1,10 +1,15 @@
-"""One worker thread that advances every active synthesis one frame at a time.
+"""The synthesis worker: all active requests advance together, frame by frame.
 
-Requests take turns frame by frame (round-robin), so a short answer is never stuck
-behind a long one, and model code never runs on the caller's thread (for the
-server: never on the event loop). A job whose consumer has not taken its frames is
-skipped until it has, so a slow reader cannot make the server buffer unbounded
-audio; a cancelled job is dropped before its next frame.
+Two threads form a pipeline. The generator thread runs FlowLM for one frame of
+one job at a time, taking the jobs in turn (round-robin), so a short answer is
+never stuck behind a long one. The decoder thread turns those latents into audio
+with Mimi, several frames of a job in one call when it has fallen behind. On two
+cores the halves overlap, and model code never runs on the caller's thread (for
+the server: never on the event loop).
+
+A job whose consumer has not taken its audio is skipped until it has, so a slow
+reader cannot make the server buffer unbounded audio; a cancelled job is dropped
+before its next frame.
 """
 
 from __future__ import annotations
@@ -13,25 +18,29 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
+import torch
 
-from .synthesizer import GenerationOptions, Synthesizer, Utterance
+from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
+
+_END = None  # in the decode queue: the job has no more frames
 
 
 class SynthesisJob:
     """The consumer's handle on one utterance being synthesized by the worker."""
 
-    def __init__(self, utterance: Utterance, on_ready: Callable[[], None]):
+    def __init__(self, utterance: Utterance, on_ready: Callable[[], None] | None):
         self._utterance = utterance
         self._on_ready = on_ready
         self._frames: deque[np.ndarray] = deque()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._cancelled = threading.Event()
+        self._in_decoder = 0  # latents handed to the decoder, not yet audio
         self.done = False
         self.error: Exception | None = None
         self.submitted_at = time.monotonic()
@@ -40,11 +49,23 @@ class SynthesisJob:
         self.samples = 0
 
     def take(self) -> list[np.ndarray]:
-        """All frames produced since the last call (possibly none); never blocks."""
-        with self._lock:
+        """All audio frames produced since the last call (possibly none); never blocks."""
+        with self._changed:
             frames = list(self._frames)
             self._frames.clear()
         return frames
+
+    def frames(self) -> Iterator[np.ndarray]:
+        """Blocking iteration over the audio (for threads); raises the job's error, if any."""
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._frames or self.done)
+            frames = self.take()
+            yield from frames
+            if not frames and self.done:
+                if self.error is not None:
+                    raise self.error
+                return
 
     def cancel(self) -> None:
         """Stop before the next frame (e.g. the client went away)."""
@@ -54,27 +75,33 @@ class SynthesisJob:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
-    @property
-    def buffered(self) -> int:
-        with self._lock:
-            return len(self._frames)
+    def _backlog(self) -> int:
+        with self._changed:
+            return len(self._frames) + self._in_decoder
 
-    def _push(self, frame: np.ndarray) -> None:
+    def _push(self, frames: list[np.ndarray]) -> None:
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
-        self.samples += frame.shape[0]
-        with self._lock:
-            self._frames.append(frame)
+        with self._changed:
+            self._frames.extend(frames)
+            self._in_decoder -= len(frames)
+            self.samples += sum(frame.shape[0] for frame in frames)
+            self._changed.notify_all()
         self._notify()
 
     def _finish(self, error: Exception | None = None) -> None:
-        self._utterance.close()
-        self.error = error
-        self.finished_at = time.monotonic()
-        self.done = True
+        with self._changed:
+            if self.done:
+                return
+            self.error = error
+            self.finished_at = time.monotonic()
+            self.done = True
+            self._changed.notify_all()
         self._notify()
 
     def _notify(self) -> None:
+        if self._on_ready is None:
+            return
         try:
             self._on_ready()
         except Exception:  # a consumer that is gone (closed loop) must not stop the worker
@@ -82,82 +109,168 @@ class SynthesisJob:
 
 
 class SynthesisWorker:
-    """Round-robin scheduler over all submitted jobs, on one background thread."""
+    """Round-robin FlowLM scheduling over all jobs, pipelined with Mimi decoding."""
 
-    def __init__(self, synthesizer: Synthesizer, max_buffered_frames: int = 8):
+    def __init__(
+        self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1
+    ):
         self.synthesizer = synthesizer
         self.max_buffered_frames = max_buffered_frames
+        self.threads_per_stage = threads_per_stage
         self._jobs: deque[SynthesisJob] = deque()
+        self._decode_queue: deque[tuple[SynthesisJob, LatentFrame | None, Exception | None]] = (
+            deque()
+        )
         self._wake = threading.Condition()
         self._closing = False
-        self._thread = threading.Thread(target=self._run, name="synthesis-worker", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._generate, name="flowlm", daemon=True),
+            threading.Thread(target=self._decode, name="mimi", daemon=True),
+        ]
 
     def start(self) -> None:
-        self._thread.start()
+        # Each stage is one thread of ours; more intra-op threads per stage only pay on
+        # machines with cores to spare (and hurt badly on oversubscribed ones).
+        torch.set_num_threads(self.threads_per_stage)
+        for thread in self._threads:
+            thread.start()
 
     def close(self) -> None:
         with self._wake:
             self._closing = True
-            self._wake.notify()
-        self._thread.join()
+            self._wake.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    def __enter__(self) -> SynthesisWorker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def submit(
-        self, voice: VoiceState, text: str, options: GenerationOptions,
-        on_ready: Callable[[], None],
+        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions(),
+        on_ready: Callable[[], None] | None = None,
     ) -> SynthesisJob:
-        """Queue a text; raises EngineError at once for text or a voice that cannot work."""
+        """Queue a text; raises EngineError at once for a text or voice that cannot work."""
         job = SynthesisJob(self.synthesizer.start(voice, text, options), on_ready)
         with self._wake:
             self._jobs.append(job)
-            self._wake.notify()
+            self._wake.notify_all()
         return job
+
+    def stream(
+        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions()
+    ) -> Iterator[np.ndarray]:
+        """Audio frames of one text as they are decoded; stops the job if abandoned."""
+        job = self.submit(voice, text, options, on_ready=self.wake)
+        try:
+            yield from job.frames()
+        finally:
+            job.cancel()
 
     def wake(self) -> None:
         """Call after taking frames from a job that was full, so the worker resumes it."""
         with self._wake:
-            self._wake.notify()
+            self._wake.notify_all()
 
     @property
     def active_jobs(self) -> int:
         with self._wake:
             return len(self._jobs)
 
+    # -- generator thread (FlowLM) ------------------------------------------------
+
     def _next_runnable(self) -> SynthesisJob | None:
-        """Rotate through the jobs; drop cancelled ones; skip those whose reader lags."""
+        """Rotate through the jobs; retire cancelled ones; skip those whose reader lags."""
         with self._wake:
             while not self._closing:
                 for _ in range(len(self._jobs)):
                     job = self._jobs.popleft()
                     if job.cancelled:
-                        job._finish()
+                        job._utterance.close()
+                        self._to_decoder(job, None, None)
                         continue
                     self._jobs.append(job)
-                    if job.buffered < self.max_buffered_frames:
+                    if job._backlog() < self.max_buffered_frames:
                         return job
                 # Nothing to do: wait for a submission, a cancellation or a reader.
                 self._wake.wait(timeout=0.05)
             return None
 
-    def _run(self) -> None:
+    def _to_decoder(
+        self, job: SynthesisJob, frame: LatentFrame | None, error: Exception | None
+    ) -> None:
+        with self._wake:
+            if frame is not None:
+                with job._changed:
+                    job._in_decoder += 1
+            self._decode_queue.append((job, frame, error))
+            self._wake.notify_all()
+
+    def _generate(self) -> None:
         while (job := self._next_runnable()) is not None:
             try:
-                frame = job._utterance.next_frame()
+                frame = job._utterance.next_latent()
             except Exception as error:  # report to the one request; keep serving others
                 _LOGGER.exception("synthesis failed")
-                self._remove(job)
-                job._finish(error)
+                job._utterance.close()
+                self._retire(job)
+                self._to_decoder(job, None, error)
                 continue
             if frame is None:
-                self._remove(job)
-                job._finish()
-            else:
-                job._push(frame)
+                self._retire(job)
+            self._to_decoder(job, frame, None)
         with self._wake:
             for job in self._jobs:
-                job._finish()
+                job._utterance.close()
+                self._decode_queue.append((job, None, None))
             self._jobs.clear()
+            self._wake.notify_all()
 
-    def _remove(self, job: SynthesisJob) -> None:
+    def _retire(self, job: SynthesisJob) -> None:
         with self._wake:
             if job in self._jobs:
                 self._jobs.remove(job)
+
+    # -- decoder thread (Mimi) ----------------------------------------------------
+
+    def _decode(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._decode_queue or self._closing)
+                if not self._decode_queue:
+                    return  # closing, and nothing left to finish
+                batch = list(self._decode_queue)
+                self._decode_queue.clear()
+            self._decode_batch(batch)
+
+    def _decode_batch(
+        self, batch: list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]
+    ) -> None:
+        """Decode queued frames job by job, in order; finish jobs whose end was queued."""
+        run: list[LatentFrame] = []
+        for index, (job, frame, error) in enumerate(batch):
+            if frame is not None:
+                run.append(frame)
+            following = batch[index + 1][0] if index + 1 < len(batch) else None
+            if run and (frame is None or following is not job):
+                self._deliver(job, run)
+                run = []
+            if frame is None:
+                job._finish(error)
+
+    def _deliver(self, job: SynthesisJob, frames: list[LatentFrame]) -> None:
+        if job.cancelled:
+            with job._changed:
+                job._in_decoder -= len(frames)
+            return
+        try:
+            audio = self.synthesizer.decode(frames)
+        except Exception as error:
+            _LOGGER.exception("decoding failed")
+            job.cancel()
+            job._finish(error)
+            return
+        job._push(audio)

@@ -78,8 +78,21 @@ class _ChunkProgress:
         return False
 
 
+@dataclass(frozen=True)
+class LatentFrame:
+    """One generated latent, with the decoder stream of the chunk it belongs to."""
+
+    latent: torch.Tensor  # [1, latent_dim], denormalised for Mimi
+    decoder: DecoderState
+    starts_chunk: bool
+
+
 class Utterance:
-    """One text being spoken with one voice; `next_frame()` yields its audio frame by frame."""
+    """One text being spoken with one voice.
+
+    Two halves that may run on different threads: `next_latent()` (FlowLM) and
+    `decode()` (Mimi); `next_frame()` does both, one frame at a time.
+    """
 
     def __init__(
         self, synthesizer: Synthesizer, voice: VoiceState, chunks: list[TextChunk],
@@ -111,7 +124,6 @@ class Utterance:
             self._generator.manual_seed(options.seed)
         else:
             self._generator.seed()
-        self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
 
     @property
     def finished(self) -> bool:
@@ -125,20 +137,29 @@ class Utterance:
             self._synthesizer._release_cache(self._cache)
             self._cache = None
 
-    @torch.inference_mode()
     def next_frame(self) -> np.ndarray | None:
         """The next 80 ms of audio (float32 mono in [-1, 1]), or None when the text is spoken."""
+        frame = self.next_latent()
+        return None if frame is None else self._synthesizer.decode([frame])[0]
+
+    @torch.inference_mode()
+    def next_latent(self) -> LatentFrame | None:
+        """Run FlowLM for one frame; None when every chunk is done (the buffer is released)."""
         while True:
             if self._progress is None:
                 if not self._pending:
                     self.close()
                     return None
                 self._progress = self._start_chunk(self._pending.pop())
-            latent = self._next_latent(self._progress)
+            progress = self._progress
+            latent = self._next_latent(progress)
             if latent is not None:
-                return self._decode(self._progress, latent)
+                flow_lm = self._model.flow_lm
+                return LatentFrame(
+                    latent * flow_lm.emb_std + flow_lm.emb_mean, progress.decoder,
+                    starts_chunk=progress.frame == 1,
+                )
             self._progress = None
-
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
             self._cache = self._synthesizer._acquire_cache(self._capacity)
@@ -175,14 +196,6 @@ class Utterance:
         noise = torch.empty(shape)
         return torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=self._generator)
 
-    def _decode(self, progress: _ChunkProgress, latent: torch.Tensor) -> np.ndarray:
-        flow_lm = self._model.flow_lm
-        denormalised = latent * flow_lm.emb_std + flow_lm.emb_mean
-        audio = self._model.mimi.decode(denormalised[:, None], progress.decoder)[0, 0]
-        if progress.frame == 1:
-            audio[: self._fade.numel()] *= self._fade
-        return audio.numpy()
-
 
 class Synthesizer:
     """Turns (voice, text) into utterances for one model; keeps a pool of working buffers."""
@@ -191,6 +204,32 @@ class Synthesizer:
         self.model = model
         self._spare_caches: list[LinearKV] = []
         self._lock = threading.Lock()
+        self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
+
+    @torch.inference_mode()
+    def decode(self, frames: list[LatentFrame]) -> list[np.ndarray]:
+        """Mimi-decode consecutive frames of one utterance, in one call per chunk run.
+
+        Decoding several frames at once is cheaper per frame and gives the same audio,
+        so a decoder that fell behind catches up faster.
+        """
+        audio: list[np.ndarray] = []
+        start = 0
+        while start < len(frames):
+            end = start + 1
+            while (
+                end < len(frames)
+                and frames[end].decoder is frames[start].decoder
+                and not frames[end].starts_chunk
+            ):
+                end += 1
+            latents = torch.stack([frame.latent for frame in frames[start:end]], dim=1)
+            samples = self.model.mimi.decode(latents, frames[start].decoder)[0, 0]
+            if frames[start].starts_chunk:
+                samples[: self._fade.numel()] *= self._fade
+            audio.extend(samples.numpy().reshape(end - start, -1))
+            start = end
+        return audio
 
     def _acquire_cache(self, capacity: int) -> LinearKV:
         with self._lock:
