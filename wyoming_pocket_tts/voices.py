@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -23,6 +24,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
+
+from .engine.errors import VoiceError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -50,20 +53,51 @@ class VoiceSource:
     kind: VoiceKind
     description: str
     mtime_ns: int = 0
+    #: The configured folder the file was found in; it must still be inside it when read.
+    folder: Path | None = None
+
+    def checked_path(self) -> Path:
+        """The file to read, resolved, after making sure it has not left its folder since
+        it was listed (a file swapped for a link to elsewhere is refused)."""
+        assert self.path is not None
+        resolved = self.path.resolve()
+        if self.folder is not None and not is_inside(resolved, self.folder):
+            raise VoiceError(f"voice {self.name}: {self.path.name} points outside {self.folder}")
+        return resolved
 
 
 class UnknownVoiceError(LookupError):
     """A request named a voice that does not exist; the message lists those that do."""
 
-    def __init__(self, name: str, available: Iterable[str]) -> None:
+    def __init__(self, name: str, available: Iterable[str], problem: str = "Unknown voice") -> None:
         self.name = name
         self.available = sorted(available)
         listing = ", ".join(self.available) if self.available else "none"
-        super().__init__(f"Unknown voice '{name}'. Available voices: {listing}")
+        super().__init__(f"{problem} '{name}'. Available voices: {listing}")
 
 
-def voice_from_file(path: Path) -> VoiceSource | None:
-    """The voice a file provides (named by its stem), or None if it is not a voice file."""
+class InvalidVoiceNameError(UnknownVoiceError):
+    """A request gave a path where a voice name belongs. Names are only ever looked up
+    among the voices found, never joined onto a folder, but saying so is clearer than
+    "unknown voice"."""
+
+    def __init__(self, name: str, available: Iterable[str]) -> None:
+        super().__init__(name, available, "Voice names are plain names, not paths:")
+
+
+def is_plain_name(name: str) -> bool:
+    """No folder part, no backslash (a separator elsewhere), no NUL, not "." or ".."."""
+    return name not in ("", ".", "..") and not any(character in name for character in "/\\\0")
+
+
+def is_inside(path: Path, folder: Path) -> bool:
+    """Whether `path`, links followed, is `folder` or somewhere below it."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def voice_from_file(path: Path, folder: Path | None = None) -> VoiceSource | None:
+    """The voice a file provides (named by its stem), or None if it is not a voice file.
+    `folder` is where it was found, which it must not point out of."""
     suffix = path.suffix.lower()
     if suffix in AUDIO_SUFFIXES:
         kind, description = VoiceKind.AUDIO, f"Custom voice cloned from {path.name}"
@@ -75,12 +109,19 @@ def voice_from_file(path: Path) -> VoiceSource | None:
         mtime_ns = path.stat().st_mtime_ns
     except OSError:  # removed while we looked
         return None
-    return VoiceSource(path.stem, path, kind, description, mtime_ns)
+    return VoiceSource(path.stem, path, kind, description, mtime_ns, folder)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """The folder is rescanned on every request: say each thing once, not every time."""
+    _LOGGER.warning(message)
 
 
 def scan_voices_dir(directory: Path) -> dict[str, VoiceSource]:
     """Voices in a folder. A voice state wins over a recording with the same name,
-    since it is what exporting that recording produces."""
+    since it is what exporting that recording produces. A link to a file outside the
+    folder is left out: nothing is read from places the user did not configure."""
     try:
         paths = sorted(directory.iterdir())
     except FileNotFoundError:
@@ -90,8 +131,13 @@ def scan_voices_dir(directory: Path) -> dict[str, VoiceSource]:
         return {}
     found: dict[str, VoiceSource] = {}
     for path in paths:
-        source = voice_from_file(path) if path.is_file() else None
+        source = voice_from_file(path, directory) if path.is_file() else None
         if source is None or source.name.startswith("."):
+            continue
+        if not is_inside(path, directory):
+            _warn_once(
+                f"Ignoring voice {path.name}: it links to {path.resolve()}, outside {directory}"
+            )
             continue
         existing = found.get(source.name)
         if existing is None or source.kind is VoiceKind.STATE:
@@ -149,6 +195,8 @@ class VoiceStore(Generic[V]):
         """The source of a voice (the default one for None), or UnknownVoiceError."""
         name = name or self.default_voice
         available = self._sources()
+        if not is_plain_name(name):
+            raise InvalidVoiceNameError(name, available)
         if name not in available:
             raise UnknownVoiceError(name, available)
         return available[name]

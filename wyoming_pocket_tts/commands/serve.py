@@ -37,6 +37,7 @@ from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.engine.voice import VoiceState
 from wyoming_pocket_tts.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.info import ModelDescription, build_info
+from wyoming_pocket_tts.voice_cache import VoiceFiles
 from wyoming_pocket_tts.voices import (
     UnknownVoiceError,
     VoiceKind,
@@ -226,23 +227,34 @@ def _voice_sources(
     return sources
 
 
+#: Folder of the download cache that holds the encoded states of recordings whose own
+#: folder is read-only (see voice_cache.py).
+VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
+
+
 def _voice_loader(
     model: PocketTTS, served: ServedModel, args: argparse.Namespace
 ) -> Callable[[VoiceSource], VoiceState]:
-    """Runs on the voice-loading thread: fetching a predefined voice may download."""
+    """Runs on the voice-loading thread: fetching a predefined voice may download, and a
+    recording is encoded (once: its state is cached, see voice_cache.py)."""
+    options = download_options(args)
+    files = VoiceFiles(model, served.description.name, options.cache_dir / VOICE_CACHE_FOLDER)
 
     def load(source: VoiceSource) -> VoiceState:
         if source.kind is VoiceKind.PREDEFINED:
             assert served.entry is not None
             try:
-                path = resolve_voice_file(served.entry, source.name, download_options(args))
+                path = resolve_voice_file(served.entry, source.name, options)
             except DownloadError as err:  # reported to the client like any unusable voice
                 raise VoiceError(f"voice {source.name} is unavailable: {err}") from err
-            return model.load_voice(path)
-        assert source.path is not None
-        if source.kind is VoiceKind.STATE:
-            return model.load_voice(source.path)
-        return model.voice_from_audio(source.path)
+            return files.load_state(path)
+        path = source.checked_path()
+        try:
+            if source.kind is VoiceKind.STATE:
+                return files.load_state(path)
+            return files.load_audio(path)
+        except VoiceError as err:  # say which voice: some reasons do not name the file
+            raise VoiceError(f"voice {source.name} ({source.path.name}): {err}") from err
 
     return load
 
