@@ -8,8 +8,6 @@ output that maps Gaussian noise to the next continuous latent (12.5 frames/s).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -24,8 +22,9 @@ class TextEmbedding(nn.Module):
 
     def __init__(self, n_bins: int, dim: int, rank: int | None):
         super().__init__()
-        # One extra row: the padding token of the training setup.
-        self.embed = nn.Embedding(n_bins + 1, rank or dim)
+        # One extra row: the padding token of the training setup. The table is given
+        # uninitialised (the checkpoint fills it): random init costs start-up time.
+        self.embed = nn.Embedding(n_bins + 1, rank or dim, _weight=torch.empty(n_bins + 1, rank or dim))
         self.proj = nn.Linear(rank, dim, bias=False) if rank else None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -47,10 +46,11 @@ class _RMSNorm(nn.Module):
 class TimeEmbedding(nn.Module):
     """Sinusoidal features of a flow time t in [0, 1], through a small MLP."""
 
-    def __init__(self, dim: int, frequencies: int = 256, max_period: float = 10_000.0):
+    def __init__(self, dim: int, frequencies: int = 256):
         super().__init__()
-        half = frequencies // 2
-        self.register_buffer("freqs", torch.exp(-math.log(max_period) * torch.arange(half) / half))
+        # exp(-ln(max_period) * i / half) for i < half; stored in the checkpoint, so
+        # left uninitialised here (computing it on the meta device costs start-up time).
+        self.register_buffer("freqs", torch.empty(frequencies // 2))
         self.mlp = nn.Sequential(
             nn.Linear(frequencies, dim), nn.SiLU(), nn.Linear(dim, dim), _RMSNorm(dim)
         )
