@@ -155,12 +155,22 @@ class FlowLM(nn.Module):
         """Feed prompt positions (voice or text embeddings) into the cache; no output needed."""
         self.transformer(inputs, cache)
 
-    def step(self, previous_latent: torch.Tensor | None, cache: LinearKV) -> torch.Tensor:
-        """One position: previous latent [B, latent_dim] (None: BOS) -> head input [B, z]."""
+    def step(
+        self, previous_latent: torch.Tensor | None, cache: LinearKV,
+        prefix: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """One position: previous latent [B, latent_dim] (None: BOS) -> head input [B, z].
+
+        `prefix` ([B, T, d_model], e.g. the text) is fed in the same pass, before the
+        latent: one read of the weights instead of two, which is what the first frame's
+        latency is made of.
+        """
         if previous_latent is None:
             previous_latent = self.bos_emb.expand(cache.keys.shape[1], -1)
         x = self.input_linear(previous_latent)[:, None]
-        x = self.out_norm(self.transformer(x, cache))[:, -1]
+        if prefix is not None:
+            x = torch.cat([prefix, x], dim=1)
+        x = self.out_norm(self.transformer(x, cache)[:, -1])
         return x if self.z_proj is None else self.z_proj(x)
 
     def eos_logit(self, z: torch.Tensor) -> torch.Tensor:

@@ -68,6 +68,7 @@ class _ChunkProgress:
     frame: int = 0
     eos_frame: int | None = None
     previous_latent: torch.Tensor | None = None
+    text_embeddings: torch.Tensor | None = None  # not yet fed to the transformer
 
     def finished(self) -> bool:
         if self.eos_frame is not None and self.frame >= self.eos_frame + self.chunk.frames_after_eos:
@@ -164,14 +165,18 @@ class Utterance:
         if self._cache is None:
             self._cache = self._synthesizer._acquire_cache(self._capacity)
         self._cache.reset(self._voice.keys, self._voice.values, self._capacity)
-        self._model.flow_lm.prefill(self._model.flow_lm.conditioner(chunk.tokens), self._cache)
-        return _ChunkProgress(chunk, self._model.mimi.new_decoder_state())
+        return _ChunkProgress(
+            chunk, self._model.mimi.new_decoder_state(),
+            text_embeddings=self._model.flow_lm.conditioner(chunk.tokens),
+        )
 
     def _next_latent(self, progress: _ChunkProgress) -> torch.Tensor | None:
         if progress.finished():
             return None
         flow_lm = self._model.flow_lm
-        z = flow_lm.step(progress.previous_latent, self._cache)
+        # The text goes in with the first frame's position, in one pass.
+        z = flow_lm.step(progress.previous_latent, self._cache, prefix=progress.text_embeddings)
+        progress.text_embeddings = None
         if (
             progress.eos_frame is None
             and progress.frame >= MIN_FRAMES_BEFORE_EOS
