@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from wyoming_pocket_tts.voices import (
+    InvalidVoiceNameError,
     UnknownVoiceError,
     VoiceKind,
     VoiceSource,
@@ -261,3 +262,19 @@ def test_a_voice_added_at_run_time_is_available_at_once(tmp_path: Path):
         store.lookup("later")
     (tmp_path / "later.wav").write_bytes(b"")
     assert store.lookup("later").path == tmp_path / "later.wav"
+
+
+def test_a_path_for_a_voice_name_is_refused_before_anything_is_loaded():
+    loader = RecordingLoader()
+    store = make_store(loader)
+
+    async def scenario(name):
+        async with store.use(name):
+            pass
+
+    for name in ("../alba", "/voices/alba", "voices/alba"):
+        with pytest.raises(InvalidVoiceNameError, match="plain names, not paths") as caught:
+            asyncio.run(scenario(name))
+        assert isinstance(caught.value, UnknownVoiceError)  # answered like an unknown voice
+        assert caught.value.available == ["alba", "bob", "carol", "dave"]
+    assert loader.calls == []
