@@ -1,0 +1,475 @@
+"""Server benchmark: our Wyoming server measured over the protocol, beside the engines.
+
+Builds (or reuses, from the cache benchmarks/engine.py fills) the real-size
+random-weight model, starts `python -m wyoming_pocket_tts` as a subprocess on a
+free loopback port and speaks to it with the `wyoming` package's own client, as
+Home Assistant does. For a short command answer and a 60-word paragraph, each
+sent as one `synthesize` and as a text stream (`synthesize-start`, one
+`synthesize-chunk` per word as an LLM produces them, `synthesize-stop`), it
+measures
+
+* time to first audio: request sent to the first audio-chunk received,
+* speed: audio seconds per wall second, request sent to the last audio-stop
+  (streamed: to synthesize-stopped),
+
+as the median of --runs, and, with 4 clients asking at once, the aggregate speed
+and each stream's own. Beside each figure it prints the same figures measured on
+the engines directly (ours, and the reference pocket-tts 4.0.1, each in a child
+process of its own, one full pass per run as over the protocol), and the ratio
+protocol / engine, which is the cost of the server: the goal is within 10%.
+
+If `wyoming-bench` (PyPI) is installed, its own measurement of the short answer
+follows, as a second opinion from a client that is not ours.
+
+Usage: python benchmarks/server.py [--model NAME] [--runs N] [--paragraph-runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engine import PARAGRAPH, SHORT, _machine
+
+TEXTS = {"short": SHORT, "paragraph": PARAGRAPH}
+CLIENTS = 4  # concurrent clients, each asking for the short answer
+SERVER_START_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One request, from the moment it was sent."""
+
+    first_audio_s: float
+    audio_s: float
+    wall_s: float
+
+    @property
+    def speed(self) -> float:
+        return self.audio_s / self.wall_s
+
+
+def _summary(timings: list[Timing]) -> dict:
+    return {
+        "first_audio_ms": 1000 * statistics.median(t.first_audio_s for t in timings),
+        "speed_x": statistics.median(t.speed for t in timings),
+    }
+
+
+def _concurrent_summary(timings: list[Timing], wall_s: float) -> dict:
+    speeds = [t.speed for t in timings]
+    return {
+        "aggregate_x": sum(t.audio_s for t in timings) / wall_s,
+        "stream_min_x": min(speeds),
+        "stream_median_x": statistics.median(speeds),
+        "first_audio_ms": 1000 * statistics.median(t.first_audio_s for t in timings),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Engine level (child processes)
+
+
+def _time_stream(open_stream: Callable[[], Iterator], sample_rate: int) -> Timing:
+    """Open a stream of audio frames and drain it."""
+    started = time.perf_counter()
+    first = None
+    samples = 0
+    for frame in open_stream():
+        if first is None:
+            first = time.perf_counter() - started
+        samples += frame.shape[0]
+    assert first is not None, "the engine produced no audio"
+    return Timing(first, samples / sample_rate, time.perf_counter() - started)
+
+
+def _engine_ours(config: Path, voice: Path) -> tuple[Callable[[str], Iterator], int, Callable]:
+    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+
+    model = PocketTTS.load(config)
+    state = model.voice_from_audio(voice)
+    worker = SynthesisWorker(Synthesizer(model))
+    worker.start()
+    return (lambda text: worker.stream(state, text)), model.sample_rate, worker.close
+
+
+def _engine_reference(config: Path, voice: Path) -> tuple[Callable[[str], Iterator], int, Callable]:
+    from pocket_tts import TTSModel
+
+    model = TTSModel.load_model(config=str(config))
+    state = model.get_state_for_audio_prompt(voice, truncate=True)
+    return (lambda text: model.generate_audio_stream(state, text)), model.sample_rate, lambda: None
+
+
+def run_engine(engine: str, config: Path, voice: Path, runs: int, paragraph_runs: int) -> dict:
+    opener = _engine_ours if engine == "ours" else _engine_reference
+    stream, sample_rate, close = opener(config, voice)
+    try:
+        _time_stream(partial(stream, SHORT), sample_rate)  # warm-up: lazy initialisation
+        results = {
+            name: _summary([_time_stream(partial(stream, text), sample_rate) for _ in range(count)])
+            for name, text, count in (
+                ("short", SHORT, runs),
+                ("paragraph", PARAGRAPH, paragraph_runs),
+            )
+        }
+        if engine == "ours":  # the reference cannot serve two requests at once
+            results["concurrent"] = _engine_concurrently(stream, sample_rate)
+        return results
+    finally:
+        close()
+
+
+def _engine_concurrently(stream: Callable[[str], Iterator], sample_rate: int) -> dict:
+    """CLIENTS consumer threads on one worker, as the server's connections share it."""
+    timings: list[Timing] = []
+    threads = [
+        threading.Thread(
+            target=lambda: timings.append(_time_stream(partial(stream, SHORT), sample_rate))
+        )
+        for _ in range(CLIENTS)
+    ]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return _concurrent_summary(timings, time.perf_counter() - started)
+
+
+def _engine_child(engine: str, config: Path, voice: Path, args: argparse.Namespace) -> dict:
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        engine,
+        "--config",
+        str(config),
+        "--voice",
+        str(voice),
+        "--runs",
+        str(args.runs),
+        "--paragraph-runs",
+        str(args.paragraph_runs),
+    ]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"engine {engine} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------
+# Over the protocol
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """`python -m wyoming_pocket_tts` on a loopback port, its log in a file."""
+
+    def __init__(self, config: Path, voice: Path, log_path: Path):
+        self.port = _free_port()
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wyoming_pocket_tts",
+                "--uri",
+                f"tcp://127.0.0.1:{self.port}",
+                "--model",
+                str(config),
+                "--voice",
+                str(voice),
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    async def wait_ready(self) -> None:
+        """Until the server answers Describe (it listens only once model and voice are loaded)."""
+        from wyoming.client import AsyncTcpClient
+        from wyoming.info import Describe, Info
+
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise SystemExit(f"the server exited:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                async with AsyncTcpClient("127.0.0.1", self.port, connect_timeout=1) as client:
+                    await client.write_event(Describe().event())
+                    event = await asyncio.wait_for(client.read_event(), timeout=5)
+                    if event is not None and Info.is_type(event.type):
+                        return
+            except (TimeoutError, OSError):
+                pass
+            await asyncio.sleep(0.5)
+        raise SystemExit(f"the server did not answer Describe in {SERVER_START_TIMEOUT_S:.0f} s")
+
+    def stop(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+
+def _words(text: str) -> list[str]:
+    """Pieces as an LLM streams them: one word with the space after it."""
+    return re.findall(r"\S+\s*", text)
+
+
+async def request(port: int, text: str, streamed: bool) -> Timing:
+    """One request on a fresh connection (as Home Assistant makes one per request)."""
+    from wyoming.audio import AudioChunk, AudioStart, AudioStop
+    from wyoming.client import AsyncTcpClient
+    from wyoming.error import Error
+    from wyoming.tts import (
+        Synthesize,
+        SynthesizeChunk,
+        SynthesizeStart,
+        SynthesizeStop,
+        SynthesizeStopped,
+    )
+
+    end_type = SynthesizeStopped if streamed else AudioStop
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        started = time.perf_counter()
+
+        async def read() -> Timing:
+            first = None
+            audio_bytes = 0
+            bytes_per_second = 0
+            while (event := await client.read_event()) is not None:
+                if Error.is_type(event.type):
+                    raise SystemExit(
+                        f"the server answered an error: {Error.from_event(event).text}"
+                    )
+                if AudioStart.is_type(event.type):
+                    start = AudioStart.from_event(event)
+                    bytes_per_second = start.rate * start.width * start.channels
+                elif AudioChunk.is_type(event.type):
+                    if first is None:
+                        first = time.perf_counter() - started
+                    audio_bytes += len(event.payload or b"")
+                elif end_type.is_type(event.type):
+                    assert first is not None, "no audio before the end of the answer"
+                    return Timing(
+                        first, audio_bytes / bytes_per_second, time.perf_counter() - started
+                    )
+            raise SystemExit("the server closed the connection before the end of the answer")
+
+        if not streamed:
+            await client.write_event(Synthesize(text=text).event())
+            return await read()
+        reader = asyncio.create_task(read())  # audio may start while words are still sent
+        await client.write_event(SynthesizeStart().event())
+        for word in _words(text):
+            await client.write_event(SynthesizeChunk(text=word).event())
+        await client.write_event(SynthesizeStop().event())
+        return await reader
+
+
+async def run_protocol(port: int, runs: int, paragraph_runs: int) -> dict:
+    await request(port, SHORT, streamed=False)  # warm-up, as for the engines
+    results = {}
+    for name, text, count in (("short", SHORT, runs), ("paragraph", PARAGRAPH, paragraph_runs)):
+        for streamed in (False, True):
+            timings = [await request(port, text, streamed) for _ in range(count)]
+            results[f"{name} streamed" if streamed else name] = _summary(timings)
+    started = time.perf_counter()
+    timings = await asyncio.gather(*(request(port, SHORT, False) for _ in range(CLIENTS)))
+    results["concurrent"] = _concurrent_summary(list(timings), time.perf_counter() - started)
+    return results
+
+
+def run_wyoming_bench(port: int, rounds: int) -> str:
+    """The third-party client's summary for the short answer, or why there is none."""
+    executable = shutil.which("wyoming-bench") or str(
+        Path(sys.executable).with_name("wyoming-bench")
+    )
+    if not Path(executable).exists():
+        return "wyoming-bench is not installed (pip install wyoming-bench): skipped"
+    command = [
+        executable,
+        "tts",
+        f"127.0.0.1:{port}",
+        "--texts",
+        SHORT,
+        "--no-unique",
+        "--rounds",
+        str(rounds),
+        "--warmup",
+        "0",
+        "--mode",
+        "both",
+    ]
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"wyoming-bench failed ({done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}"
+    summary = done.stdout.split("Summary (lower is better)", 1)[-1]
+    return "\n".join(line for line in summary.splitlines() if line.strip() and set(line) != {"="})
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def _row(
+    label: str,
+    protocol: float,
+    ours: float | None,
+    ref: float | None,
+    fmt: str,
+    higher_is_better: bool,
+) -> str:
+    def cell(value: float | None) -> str:
+        return "-" if value is None else fmt.format(value)
+
+    if ours is None:
+        verdict = ""
+    else:
+        ratio = protocol / ours
+        within = ratio >= 0.9 if higher_is_better else ratio <= 1.1
+        verdict = f"{ratio:>8.2f}x {'ok' if within else 'OVER 10%'}"
+    return f"{label:40} {cell(protocol):>9} {cell(ours):>9} {cell(ref):>9} {verdict}"
+
+
+def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Namespace) -> None:
+    print(
+        f"\nmodel {args.model} (random weights: no end of speech, every chunk runs to its "
+        f"frame cap);\nmedian of {args.runs} runs (paragraph: {args.paragraph_runs}); "
+        f"machine: {_machine()}, {_cpu_name()}"
+    )
+    print(f"{'':40} {'protocol':>9} {'engine':>9} {'engine':>9} {'protocol/engine':>16}")
+    print(f"{'':40} {'ours':>9} {'ours':>9} {'ref':>9}")
+    for name, text in TEXTS.items():
+        for key, how in ((name, "one synthesize"), (f"{name} streamed", "streamed word by word")):
+            print(f"{name} ({len(text.split())} words), {how}")
+            got = protocol[key]
+            print(
+                _row(
+                    "  time to first audio (ms)",
+                    got["first_audio_ms"],
+                    ours[name]["first_audio_ms"],
+                    reference[name]["first_audio_ms"],
+                    "{:.0f}",
+                    higher_is_better=False,
+                )
+            )
+            print(
+                _row(
+                    "  speed (audio s per wall s)",
+                    got["speed_x"],
+                    ours[name]["speed_x"],
+                    reference[name]["speed_x"],
+                    "{:.2f}",
+                    higher_is_better=True,
+                )
+            )
+    got, engine = protocol["concurrent"], ours["concurrent"]
+    print(f"{CLIENTS} clients at once, short answer each")
+    for label, key, fmt, higher in (
+        ("  aggregate speed (audio s per wall s)", "aggregate_x", "{:.2f}", True),
+        ("  slowest stream's own speed", "stream_min_x", "{:.2f}", True),
+        ("  median stream's own speed", "stream_median_x", "{:.2f}", True),
+        ("  median time to first audio (ms)", "first_audio_ms", "{:.0f}", False),
+    ):
+        print(_row(label, got[key], engine[key], None, fmt, higher_is_better=higher))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
+    parser.add_argument("--runs", type=int, default=3, help="runs of the short answer")
+    parser.add_argument(
+        "--paragraph-runs",
+        type=int,
+        default=1,
+        help="runs of the paragraph (56 s of audio on a random-weight model: most of a minute each)",
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench"
+    )
+    parser.add_argument("--child", choices=["ours", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--voice", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.runs < 1 or args.paragraph_runs < 1:
+        parser.error("--runs and --paragraph-runs must be at least 1")
+
+    if args.child:
+        results = run_engine(args.child, args.config, args.voice, args.runs, args.paragraph_runs)
+        print(json.dumps(results))
+        return
+
+    from tests.support.reference_model import build_model
+    from tests.support.voices_audio import write_voice_wav
+
+    directory = args.cache / args.model
+    print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
+    built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
+    voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
+    engines = {}
+    for engine in ("reference", "ours"):
+        print(f"engine level: {engine} ...", flush=True)
+        engines[engine] = _engine_child(engine, built.config_path, voice, args)
+
+    log_path = Path(tempfile.gettempdir()) / "wyoming-pocket-tts-bench-server.log"
+    print(f"over the protocol (server log: {log_path}) ...", flush=True)
+    server = Server(built.config_path, voice, log_path)
+    try:
+        asyncio.run(server.wait_ready())
+        protocol = asyncio.run(run_protocol(server.port, args.runs, args.paragraph_runs))
+        print("wyoming-bench ...", flush=True)
+        second_opinion = run_wyoming_bench(server.port, args.runs)
+    finally:
+        server.stop()
+
+    print_table(protocol, engines["ours"], engines["reference"], args)
+    print(
+        f"\nwyoming-bench (short answer, {args.runs} rounds; RTF = wall / audio, "
+        "lower is better; times in ms):"
+    )
+    print(second_opinion)
+
+
+if __name__ == "__main__":
+    main()
