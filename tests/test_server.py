@@ -682,3 +682,216 @@ def test_bad_input_on_one_connection_does_not_disturb_another(server):
             return chunks
 
     assert run(scenario()) > 0
+
+
+# ---------------------------------------------------------------------------
+# Custom voice folders: cached encodings, unusable recordings, names that are paths
+
+
+def test_a_recording_is_encoded_once_however_often_it_is_loaded(server, voices_dir):
+    for voice in ("carol", "dave", "carol", "dave"):  # bound 2 with the default: reloads
+        assert_pcm_frames(run(synthesize(server, "One two three.", voice=voice)))
+    assert loads(server, "carol") >= 2
+    assert server.log().count("Voice carol.wav encoded and cached") == 1
+    cached = sorted(path.name for path in (voices_dir / ".pocket-tts-cache").iterdir())
+    assert any(name.startswith("carol.") and name.endswith(".safetensors") for name in cached)
+    assert not [name for name in cached if not name.endswith(".safetensors")]
+
+
+async def error_for(server: ServerProcess, voice: str) -> tuple[str, Event | None]:
+    """The Error text a request with `voice` gets, and what follows it (None: closed)."""
+    async with server.client() as client:
+        await client.write_event(
+            Synthesize(text="Hello there.", voice=SynthesizeVoice(name=voice)).event()
+        )
+        error = await client.read_event()
+        assert error is not None and Error.is_type(error.type), error
+        return Error.from_event(error).text, await client.read_event()
+
+
+def test_unusable_recordings_get_an_error_saying_why(server, voices_dir):
+    import numpy as np
+    import soundfile
+
+    silent, short, garbage = (voices_dir / name for name in ("hush.wav", "blip.flac", "junk.mp3"))
+    soundfile.write(str(silent), np.zeros(24000, dtype=np.float32), 24000)
+    soundfile.write(str(short), np.full(1000, 0.3, dtype=np.float32), 24000)
+    garbage.write_bytes(b"ID3 this is no mp3" * 20)
+    try:
+        for voice, file_name, reason in [
+            ("hush", "hush.wav", "silent"),
+            ("blip", "blip.flac", "shorter than one frame"),
+            ("junk", "junk.mp3", "cannot decode"),
+        ]:
+            text, after = run(error_for(server, voice))
+            assert f"voice {voice} ({file_name})" in text and reason in text, text
+            assert after is None
+    finally:
+        for path in (silent, short, garbage):
+            path.unlink()
+    assert_pcm_frames(run(synthesize(server, "Still here?")))
+
+
+@pytest.mark.parametrize("name", ["../custom-voices0/alba", "/etc/passwd", "sub/alba", ".."])
+def test_a_voice_name_that_is_a_path_is_refused(server, name):
+    text, after = run(error_for(server, name))
+    assert "plain names, not paths" in text and "alba, bob, carol, dave, voice" in text
+    assert after is None
+
+
+def test_a_link_out_of_the_voices_folder_is_not_a_voice(server, voices_dir, voice_wav, tmp_path):
+    outside = tmp_path / "private.wav"
+    shutil.copy(voice_wav, outside)
+    (voices_dir / "private.wav").symlink_to(outside)
+    try:
+
+        async def names():
+            async with server.client() as client:
+                return [voice.name for voice in (await describe(client)).tts[0].voices]
+
+        assert "private" not in run(names())
+        text, after = run(error_for(server, "private"))
+        assert "Unknown voice 'private'" in text and after is None
+    finally:
+        (voices_dir / "private.wav").unlink()
+    assert "Ignoring voice private.wav: it links to" in server.log()
+
+
+# ---------------------------------------------------------------------------
+# Predefined voices of a catalog model, downloaded from a (fake) hub on first use
+
+# Runs the server with the catalog's `english` entry pointing at the tiny model's YAML:
+# its files still come from the hub paths and revisions the catalog pins.
+CATALOG_WRAPPER = """
+import sys
+from dataclasses import replace
+from pathlib import Path
+from wyoming_pocket_tts import catalog
+config = Path(sys.argv.pop(1))
+shipped = catalog.load_catalog()
+models = tuple(
+    replace(m, config_path=config) if m.name == "english" else m for m in shipped.models
+)
+catalog.load_catalog = lambda: replace(shipped, models=models)
+from wyoming_pocket_tts.__main__ import run
+sys.exit(run(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog_hub(tmp_path_factory, tiny_model, voice_wav, other_voice_wav):
+    """The tiny model published as `english` (weights, tokenizer.json, voice states)."""
+    import safetensors.torch
+
+    from tests.support.fake_hub import FakeHub
+    from tests.support.reference_model import reference_export_voice
+    from tests.support.tokenizer_json import convert_sentencepiece_to_json
+    from wyoming_pocket_tts.catalog import find_model
+
+    directory = tmp_path_factory.mktemp("catalog-hub")
+    entry = find_model("english")
+    alba = reference_export_voice(tiny_model, voice_wav, directory / "alba.safetensors")
+    marius = reference_export_voice(tiny_model, other_voice_wav, directory / "marius.safetensors")
+    javert = directory / "javert.safetensors"  # ours, made for another model
+    safetensors.torch.save_file(
+        safetensors.torch.load_file(str(alba)), str(javert), metadata={"model": "french"}
+    )
+    tokenizer = convert_sentencepiece_to_json(tiny_model.tokenizer_path, directory / "tok.json")
+    with FakeHub() as hub:
+        weights = tiny_model.weights_path.read_bytes()
+        hub.add(entry.weights, weights)
+        hub.add(entry.weights_without_cloning, weights)
+        hub.gate(entry.weights.repo_id)
+        hub.add(entry.tokenizer, tokenizer.read_bytes())
+        for name, path in [("alba", alba), ("marius", marius), ("javert", javert)]:
+            hub.add(entry.voice(name).state, path.read_bytes())
+        yield hub, entry
+
+
+def launch_catalog_server(
+    directory: Path, tiny_model: BuiltModel, hub, *args: str
+) -> ServerProcess:
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(directory / "hf-home"))
+    log_path = directory / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CATALOG_WRAPPER,
+                str(tiny_model.config_path),
+                "--uri",
+                f"tcp://127.0.0.1:{port}",
+                "--model",
+                "english",
+                *args,
+            ],
+            cwd=REPO,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+    server = ServerProcess(process, log_path, port)
+    server.wait_for_log("Ready")
+    return server
+
+
+def test_catalog_voices_download_on_first_use_then_work_offline(tmp_path, tiny_model, catalog_hub):
+    hub, entry = catalog_hub
+    cache = tmp_path / "downloads"
+    common = ("--voice", "alba", "--download-dir", str(cache), *SHORT)
+
+    def fetched() -> list[str]:
+        return sorted(
+            r.path.rsplit("/", 1)[-1]
+            for r in hub.requests
+            if r.method == "GET" and r.revision is not None
+        )
+
+    hub.clear_requests()
+    first = launch_catalog_server(tmp_path / "online", tiny_model, hub, *common)
+    try:
+        # At startup: the model without voice cloning (no token), its tokenizer, the
+        # default voice. Nothing else.
+        assert fetched() == ["alba.safetensors", "model.safetensors", "tokenizer.json"]
+        assert_pcm_frames(run(synthesize(first, "The kitchen light is on.")))
+        assert_pcm_frames(run(synthesize(first, "The kitchen light is on.", voice="marius")))
+        assert fetched() == [
+            "alba.safetensors",
+            "marius.safetensors",
+            "model.safetensors",
+            "tokenizer.json",
+        ]
+
+        async def voices():
+            async with first.client() as client:
+                return {voice.name: voice for voice in (await describe(client)).tts[0].voices}
+
+        listed = run(voices())
+        assert set(entry.voice_names) <= set(listed)
+        assert listed["alba"].attribution.name == "Kyutai"
+
+        text, after = run(error_for(first, "javert"))
+        assert "made for the model french" in text and "runs english" in text, text
+        assert after is None
+    finally:
+        assert first.stop() == 0, first.log()
+    assert "Traceback" not in first.log()
+
+    hub.clear_requests()
+    offline = launch_catalog_server(
+        tmp_path / "offline", tiny_model, hub, *common, "--local-files-only"
+    )
+    try:
+        assert_pcm_frames(run(synthesize(offline, "Back again.")))
+        assert_pcm_frames(run(synthesize(offline, "Back again.", voice="marius")))
+        text, after = run(error_for(offline, "jean"))  # never downloaded
+        assert "download --model english --voice jean" in text, text
+    finally:
+        assert offline.stop() == 0, offline.log()
+    assert hub.requests == []
+    assert "Traceback" not in offline.log()
