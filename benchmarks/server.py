@@ -100,7 +100,16 @@ def _time_stream(open_stream: Callable[[], Iterator], sample_rate: int) -> Timin
     return Timing(first, samples / sample_rate, time.perf_counter() - started)
 
 
-def _engine_ours(config: Path, voice: Path) -> tuple[Callable[[str], Iterator], int, Callable]:
+@dataclass(frozen=True)
+class LoadedEngine:
+    """An engine with the model and the voice loaded, reduced to what is timed."""
+
+    stream: Callable[[str], Iterator]  # text -> audio frames, work starting at the first
+    sample_rate: int
+    close: Callable[[], None]
+
+
+def _load_ours(config: Path, voice: Path) -> LoadedEngine:
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
@@ -109,42 +118,50 @@ def _engine_ours(config: Path, voice: Path) -> tuple[Callable[[str], Iterator], 
     state = model.voice_from_audio(voice)
     worker = SynthesisWorker(Synthesizer(model))
     worker.start()
-    return (lambda text: worker.stream(state, text)), model.sample_rate, worker.close
+    return LoadedEngine(partial(worker.stream, state), model.sample_rate, worker.close)
 
 
-def _engine_reference(config: Path, voice: Path) -> tuple[Callable[[str], Iterator], int, Callable]:
+def _load_reference(config: Path, voice: Path) -> LoadedEngine:
     from pocket_tts import TTSModel
 
     model = TTSModel.load_model(config=str(config))
     state = model.get_state_for_audio_prompt(voice, truncate=True)
-    return (lambda text: model.generate_audio_stream(state, text)), model.sample_rate, lambda: None
+    return LoadedEngine(
+        partial(model.generate_audio_stream, state), model.sample_rate, lambda: None
+    )
 
 
 def run_engine(engine: str, config: Path, voice: Path, runs: int, paragraph_runs: int) -> dict:
-    opener = _engine_ours if engine == "ours" else _engine_reference
-    stream, sample_rate, close = opener(config, voice)
+    loaded = (_load_ours if engine == "ours" else _load_reference)(config, voice)
     try:
-        _time_stream(partial(stream, SHORT), sample_rate)  # warm-up: lazy initialisation
+        _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)  # warm-up
         results = {
-            name: _summary([_time_stream(partial(stream, text), sample_rate) for _ in range(count)])
+            name: _summary(
+                [
+                    _time_stream(partial(loaded.stream, text), loaded.sample_rate)
+                    for _ in range(count)
+                ]
+            )
             for name, text, count in (
                 ("short", SHORT, runs),
                 ("paragraph", PARAGRAPH, paragraph_runs),
             )
         }
-        if engine == "ours":  # the reference cannot serve two requests at once
-            results["concurrent"] = _engine_concurrently(stream, sample_rate)
+        if engine == "ours":  # the reference's model serves one stream at a time
+            results["concurrent"] = _engine_concurrently(loaded)
         return results
     finally:
-        close()
+        loaded.close()
 
 
-def _engine_concurrently(stream: Callable[[str], Iterator], sample_rate: int) -> dict:
+def _engine_concurrently(loaded: LoadedEngine) -> dict:
     """CLIENTS consumer threads on one worker, as the server's connections share it."""
     timings: list[Timing] = []
     threads = [
         threading.Thread(
-            target=lambda: timings.append(_time_stream(partial(stream, SHORT), sample_rate))
+            target=lambda: timings.append(
+                _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)
+            )
         )
         for _ in range(CLIENTS)
     ]
