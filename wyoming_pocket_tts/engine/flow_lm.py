@@ -8,6 +8,8 @@ output that maps Gaussian noise to the next continuous latent (12.5 frames/s).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -156,21 +158,19 @@ class FlowLM(nn.Module):
         self.transformer(inputs, cache)
 
     def step(
-        self, previous_latent: torch.Tensor | None, cache: LinearKV,
-        prefix: torch.Tensor | None = None,
+        self, latents: torch.Tensor, caches: Sequence[LinearKV], prefix: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """One position: previous latent [B, latent_dim] (None: BOS) -> head input [B, z].
+        """One position per stream: previous latents [B, latent_dim] -> head inputs [B, z].
 
-        `prefix` ([B, T, d_model], e.g. the text) is fed in the same pass, before the
-        latent: one read of the weights instead of two, which is what the first frame's
-        latency is made of.
+        Each batch row continues the stream in its own cache. `prefix` ([1, T, d_model],
+        e.g. the text; one stream only) is fed in the same pass, before the latent: one
+        read of the weights instead of two, which is what the first frame's latency is
+        made of.
         """
-        if previous_latent is None:
-            previous_latent = self.bos_emb.expand(cache.keys.shape[1], -1)
-        x = self.input_linear(previous_latent)[:, None]
+        x = self.input_linear(latents)[:, None]
         if prefix is not None:
             x = torch.cat([prefix, x], dim=1)
-        x = self.out_norm(self.transformer(x, cache)[:, -1])
+        x = self.out_norm(self.transformer(x, caches)[:, -1])
         return x if self.z_proj is None else self.z_proj(x)
 
     def eos_logit(self, z: torch.Tensor) -> torch.Tensor:

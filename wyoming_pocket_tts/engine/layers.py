@@ -7,6 +7,8 @@ Module and parameter names follow Kyutai's checkpoints (`self_attn.in_proj`,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -15,6 +17,15 @@ from torch.nn import functional as F
 from .kv_cache import LinearKV, WindowKV
 
 KVStore = LinearKV | WindowKV
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Where a batch row's positions go: its cache, first position and attention mask."""
+
+    cache: KVStore | None
+    position: int
+    mask: torch.Tensor | None
 
 
 def rotate(x: torch.Tensor, first_position: int, max_period: float) -> torch.Tensor:
@@ -67,26 +78,29 @@ class SelfAttention(nn.Module):
         self.in_proj = nn.Linear(embed_dim, self.attn_dim + kv_width, bias=False)
         self.out_proj = nn.Linear(self.attn_dim, embed_dim, bias=False)
 
-    def forward(
-        self, x: torch.Tensor, position: int, layer: int, cache: KVStore | None,
-        mask: torch.Tensor | None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, layer: int, streams: Sequence[Stream]) -> torch.Tensor:
+        """x [B, T, embed]; one stream for the whole batch, or one per batch row."""
         batch, steps, _ = x.shape
         projected = self.in_proj(x)
         queries = projected[..., : self.attn_dim].view(batch, steps, self.num_heads, -1)
+        queries = queries.transpose(1, 2)
         keys, values = (
             projected[..., self.attn_dim :]
             .view(batch, steps, 2, self.num_kv_heads, self.head_dim)
             .permute(2, 0, 3, 1, 4)
         )
-        queries = rotate(queries.transpose(1, 2), position, self.max_period)
-        keys = rotate(keys, position, self.max_period)
-        if cache is not None:
-            keys, values = cache.append(layer, keys, values)
-        out = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask,
-            enable_gqa=self.num_kv_heads != self.num_heads,
-        )
+        rows = [slice(None)] if len(streams) == 1 else [slice(i, i + 1) for i in range(batch)]
+        outputs = []
+        for stream, row in zip(streams, rows, strict=True):
+            row_keys = rotate(keys[row], stream.position, self.max_period)
+            row_values = values[row]
+            if stream.cache is not None:
+                row_keys, row_values = stream.cache.append(layer, row_keys, row_values)
+            outputs.append(F.scaled_dot_product_attention(
+                rotate(queries[row], stream.position, self.max_period), row_keys, row_values,
+                attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
+            ))
+        out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
         return self.out_proj(out.transpose(1, 2).reshape(batch, steps, self.attn_dim))
 
 
@@ -115,11 +129,8 @@ class TransformerLayer(nn.Module):
         self.layer_scale_1 = LayerScale(d_model) if layer_scale else nn.Identity()
         self.layer_scale_2 = LayerScale(d_model) if layer_scale else nn.Identity()
 
-    def forward(
-        self, x: torch.Tensor, position: int, layer: int, cache: KVStore | None,
-        mask: torch.Tensor | None,
-    ) -> torch.Tensor:
-        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), position, layer, cache, mask))
+    def forward(self, x: torch.Tensor, layer: int, streams: Sequence[Stream]) -> torch.Tensor:
+        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), layer, streams))
         hidden = F.gelu(self.linear1(self.norm2(x)), approximate="tanh")
         return x + self.layer_scale_2(self.linear2(hidden))
 
@@ -132,23 +143,35 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.context = context
 
-    def forward(self, x: torch.Tensor, cache: KVStore | None) -> torch.Tensor:
-        """Run the stack; with a cache, x continues the stream the cache holds."""
+    def forward(
+        self, x: torch.Tensor, caches: KVStore | Sequence[KVStore] | None
+    ) -> torch.Tensor:
+        """Run the stack over x [B, T, d].
+
+        Without caches the batch is one stateless sequence. With one cache per batch
+        row, each row continues its own stream (batched decoding of concurrent
+        requests: the weights are read once for all of them).
+        """
         steps = x.shape[1]
-        if cache is None:
-            position = 0
-            mask = attention_mask(0, steps, 0, steps, self.context)
+        if caches is None:
+            streams = [Stream(None, 0, attention_mask(0, steps, 0, steps, self.context))]
         else:
-            cache.reserve(steps)
-            position = cache.length
-            mask = None
-            if steps > 1 or self.context is not None:
-                key_start = cache.first_position
-                mask = attention_mask(
-                    position, steps, key_start, position + steps - key_start, self.context
-                )
+            caches = [caches] if isinstance(caches, LinearKV | WindowKV) else list(caches)
+            streams = [self._continue(cache, steps) for cache in caches]
         for index, layer in enumerate(self.layers):
-            x = layer(x, position, index, cache, mask)
-        if cache is not None:
-            cache.advance(steps)
+            x = layer(x, index, streams)
+        for stream in streams:
+            if stream.cache is not None:
+                stream.cache.advance(steps)
         return x
+
+    def _continue(self, cache: KVStore, steps: int) -> Stream:
+        cache.reserve(steps)
+        position = cache.length
+        mask = None
+        if steps > 1 or self.context is not None:
+            key_start = cache.first_position
+            mask = attention_mask(
+                position, steps, key_start, position + steps - key_start, self.context
+            )
+        return Stream(cache, position, mask)

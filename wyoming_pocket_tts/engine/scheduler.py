@@ -1,8 +1,9 @@
 """The synthesis worker: all active requests advance together, frame by frame.
 
-Two threads form a pipeline. The generator thread runs FlowLM for one frame of
-one job at a time, taking the jobs in turn (round-robin), so a short answer is
-never stuck behind a long one. The decoder thread turns those latents into audio
+Two threads form a pipeline. The generator thread advances every active job by
+one frame per step, all in one batched FlowLM pass (the weights, which dominate
+the cost, are read once for all), so a short answer is never stuck behind a long
+one. The decoder thread turns those latents into audio
 with Mimi, several frames of a job in one call when it has fallen behind. On two
 cores the halves overlap, and model code never runs on the caller's thread (for
 the server: never on the event loop).
@@ -109,13 +110,15 @@ class SynthesisJob:
 
 
 class SynthesisWorker:
-    """Round-robin FlowLM scheduling over all jobs, pipelined with Mimi decoding."""
+    """Batched FlowLM steps over all active jobs, pipelined with Mimi decoding."""
 
     def __init__(
-        self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1
+        self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1,
+        max_batch: int = 8,
     ):
         self.synthesizer = synthesizer
         self.max_buffered_frames = max_buffered_frames
+        self.max_batch = max_batch
         self.threads_per_stage = threads_per_stage
         self._jobs: deque[SynthesisJob] = deque()
         self._decode_queue: deque[tuple[SynthesisJob, LatentFrame | None, Exception | None]] = (
@@ -182,10 +185,15 @@ class SynthesisWorker:
 
     # -- generator thread (FlowLM) ------------------------------------------------
 
-    def _next_runnable(self) -> SynthesisJob | None:
-        """Rotate through the jobs; retire cancelled ones; skip those whose reader lags."""
+    def _runnable(self) -> list[SynthesisJob] | None:
+        """The jobs to advance together this step: retire cancelled ones, skip lagging readers.
+
+        None once the worker is closing. Jobs beyond `max_batch` wait for the next step
+        (the queue rotates, so every job gets its turn).
+        """
         with self._wake:
             while not self._closing:
+                runnable = []
                 for _ in range(len(self._jobs)):
                     job = self._jobs.popleft()
                     if job.cancelled:
@@ -193,8 +201,10 @@ class SynthesisWorker:
                         self._to_decoder(job, None, None)
                         continue
                     self._jobs.append(job)
-                    if job._backlog() < self.max_buffered_frames:
-                        return job
+                    if len(runnable) < self.max_batch and job._backlog() < self.max_buffered_frames:
+                        runnable.append(job)
+                if runnable:
+                    return runnable
                 # Nothing to do: wait for a submission, a cancellation or a reader.
                 self._wake.wait(timeout=0.05)
             return None
@@ -210,18 +220,22 @@ class SynthesisWorker:
             self._wake.notify_all()
 
     def _generate(self) -> None:
-        while (job := self._next_runnable()) is not None:
+        while (jobs := self._runnable()) is not None:
             try:
-                frame = job._utterance.next_latent()
-            except Exception as error:  # report to the one request; keep serving others
+                frames = self.synthesizer.advance([job._utterance for job in jobs])
+            except Exception as error:  # report to these requests; keep serving the others
                 _LOGGER.exception("synthesis failed")
-                job._utterance.close()
-                self._retire(job)
-                self._to_decoder(job, None, error)
+                for job in jobs:
+                    job._utterance.close()
+                    self._retire(job)
+                    self._to_decoder(job, None, error)
                 continue
-            if frame is None:
-                self._retire(job)
-            self._to_decoder(job, frame, None)
+            for job, frame in zip(jobs, frames, strict=True):
+                if frame is not None:
+                    self._to_decoder(job, frame, None)
+                elif job._utterance.finished:
+                    self._retire(job)
+                    self._to_decoder(job, None, None)
         with self._wake:
             for job in self._jobs:
                 job._utterance.close()

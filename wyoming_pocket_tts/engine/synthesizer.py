@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +45,6 @@ class GenerationOptions:
     frames_after_eos: int | None = None
     seed: int | None = None
     noise_clamp: float | None = None
-    decode_steps: int = 1
     max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
     # Hard cap on frames per text chunk, below the model's own length estimate.
     max_frames_per_chunk: int | None = None
@@ -143,24 +142,26 @@ class Utterance:
         frame = self.next_latent()
         return None if frame is None else self._synthesizer.decode([frame])[0]
 
-    @torch.inference_mode()
     def next_latent(self) -> LatentFrame | None:
         """Run FlowLM for one frame; None when every chunk is done (the buffer is released)."""
+        while self._ready() is not None:
+            (frame,) = self._synthesizer.advance([self])
+            if frame is not None:
+                return frame
+        return None
+
+    def _ready(self) -> _ChunkProgress | None:
+        """The chunk to generate the next frame of (starting one if needed); None: all done."""
         while True:
             if self._progress is None:
                 if not self._pending:
                     self.close()
                     return None
                 self._progress = self._start_chunk(self._pending.pop())
-            progress = self._progress
-            latent = self._next_latent(progress)
-            if latent is not None:
-                flow_lm = self._model.flow_lm
-                return LatentFrame(
-                    latent * flow_lm.emb_std + flow_lm.emb_mean, progress.decoder,
-                    starts_chunk=progress.frame == 1,
-                )
+            if not self._progress.finished():
+                return self._progress
             self._progress = None
+
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
             self._cache = self._synthesizer._acquire_cache(self._capacity)
@@ -170,28 +171,33 @@ class Utterance:
             text_embeddings=self._model.flow_lm.conditioner(chunk.tokens),
         )
 
-    def _next_latent(self, progress: _ChunkProgress) -> torch.Tensor | None:
-        if progress.finished():
-            return None
-        flow_lm = self._model.flow_lm
-        # The text goes in with the first frame's position, in one pass.
-        z = flow_lm.step(progress.previous_latent, self._cache, prefix=progress.text_embeddings)
-        progress.text_embeddings = None
+    def _input_latent(self) -> torch.Tensor:
+        previous = self._progress.previous_latent
+        return self._model.flow_lm.bos_emb[None] if previous is None else previous
+
+    def _continues_after(self, eos_logit: float) -> bool:
+        """Apply the end-of-speech rule to this step's logit; False: the chunk just ended."""
+        progress = self._progress
         if (
             progress.eos_frame is None
             and progress.frame >= MIN_FRAMES_BEFORE_EOS
-            and float(flow_lm.eos_logit(z)[0]) > self.eos_threshold
+            and eos_logit > self.eos_threshold
         ):
             progress.eos_frame = progress.frame
-            if progress.finished():
-                return None
-        latent = flow_lm.sample(z, self._noise(z), self.options.decode_steps)
+        return not progress.finished()
+
+    def _emit(self, latent: torch.Tensor) -> LatentFrame:
+        progress = self._progress
         progress.previous_latent = latent
         progress.frame += 1
-        return latent
+        flow_lm = self._model.flow_lm
+        return LatentFrame(
+            latent * flow_lm.emb_std + flow_lm.emb_mean, progress.decoder,
+            starts_chunk=progress.frame == 1,
+        )
 
-    def _noise(self, z: torch.Tensor) -> torch.Tensor:
-        shape = (z.shape[0], self._model.flow_lm.latent_dim)
+    def _noise(self) -> torch.Tensor:
+        shape = (1, self._model.flow_lm.latent_dim)
         if self.temperature <= 0:
             return torch.zeros(shape)
         std = math.sqrt(self.temperature)
@@ -205,11 +211,43 @@ class Utterance:
 class Synthesizer:
     """Turns (voice, text) into utterances for one model; keeps a pool of working buffers."""
 
-    def __init__(self, model: PocketTTS):
+    def __init__(self, model: PocketTTS, decode_steps: int = 1):
         self.model = model
+        # Steps of the flow head per frame; the released models are distilled for one.
+        self.decode_steps = decode_steps
         self._spare_caches: list[LinearKV] = []
         self._lock = threading.Lock()
         self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
+
+    @torch.inference_mode()
+    def advance(self, utterances: Sequence[Utterance]) -> list[LatentFrame | None]:
+        """One FlowLM step for each utterance, batched: the weights are read once for all.
+
+        A chunk's first step also feeds its text, so it runs on its own. Returns a frame
+        per utterance, or None where a chunk ended (or the utterance is finished).
+        """
+        frames: dict[int, LatentFrame] = {}
+        ready = [u for u in utterances if u._ready() is not None]
+        batched = [u for u in ready if u._progress.text_embeddings is None]
+        groups = [[u] for u in ready if u._progress.text_embeddings is not None]
+        if batched:
+            groups.append(batched)
+        flow_lm = self.model.flow_lm
+        for group in groups:
+            prefix = group[0]._progress.text_embeddings
+            group[0]._progress.text_embeddings = None
+            z = flow_lm.step(
+                torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefix
+            )
+            eos_logits = flow_lm.eos_logit(z).tolist()
+            rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
+            if not rows:
+                continue
+            noise = torch.cat([group[i]._noise() for i in rows])
+            latents = flow_lm.sample(z[rows], noise, self.decode_steps)
+            for latent, i in zip(latents.split(1), rows, strict=True):
+                frames[id(group[i])] = group[i]._emit(latent)
+        return [frames.get(id(u)) for u in utterances]
 
     @torch.inference_mode()
     def decode(self, frames: list[LatentFrame]) -> list[np.ndarray]:
