@@ -192,6 +192,57 @@ def test_end_of_speech_at_the_same_frame(family: BuiltModel, engine: PocketTTS, 
     assert_same_audio(ours(engine, voice_wav, EOS_TEXT), expected)
 
 
+def reference_sampler_calls(
+    model: BuiltModel, voice: Path, temperature: float, frames: int
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(head input z, noise, sampled latent) of every draw the reference makes while speaking.
+
+    The reference and our engine consume random numbers in different orders (the
+    reference also samples after its prompt passes), so sampled audio cannot be
+    compared; the sampler itself can, on the reference's own inputs.
+    """
+    tts = reference_tts(model)
+    inputs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    latents: list[torch.Tensor] = []
+    hooks = [
+        # flow_net(z, [times...], x): with one decode step, x is the noise.
+        tts.flow_lm.flow_net.register_forward_pre_hook(
+            lambda module, args: inputs.append((args[0].clone(), args[-1].clone()))
+        ),
+        tts.flow_lm.register_forward_hook(
+            lambda module, args, output: latents.append(output[0].clone())
+        ),
+    ]
+    try:
+        reference_synthesize(
+            model,
+            voice,
+            EOS_TEXT,
+            temperature=temperature,
+            eos_threshold=math.inf,
+            max_frames=frames,
+        )
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(inputs) == len(latents) > frames
+    return [(z, noise, latent) for (z, noise), latent in zip(inputs, latents)]
+
+
+def test_sampler_equals_reference_with_noise(
+    family: BuiltModel, engine: PocketTTS, voice_wav: Path
+):
+    """At temperature 0 a drifting and a pointwise head agree; with noise they must not."""
+    frames = 3
+    calls = reference_sampler_calls(family, voice_wav, 0.7, frames)
+    # The voice prompt's pass runs at temperature 0 (before reference_synthesize's settings).
+    assert sum(bool(noise.abs().max() > 0.1) for _, noise, _ in calls) >= frames
+    for z, noise, latent in calls:
+        with torch.inference_mode():
+            sampled = engine.flow_lm.sample(z, noise)
+        torch.testing.assert_close(sampled, latent, rtol=0, atol=STATE_TOLERANCE)
+
+
 @pytest.mark.parametrize("text", [RULES_TEXT, SHORT_TEXT], ids=["rules", "short"])
 def test_family_defaults_reach_the_engine(
     family: BuiltModel, engine: PocketTTS, voice_wav: Path, text: str
