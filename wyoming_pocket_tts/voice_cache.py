@@ -95,7 +95,7 @@ class VoiceFiles:
         """The voice state of a recording: from its cache when that was made from the same
         audio with this model, else encoded now and cached."""
         digest = audio_digest(path)
-        places = self.cache_files(path)
+        places = self._cache_files(path)
         for cached in places:
             voice = self._reuse(cached, digest)
             if voice is not None:
@@ -105,7 +105,7 @@ class VoiceFiles:
         self._store(voice, places, digest, path)
         return voice
 
-    def cache_files(self, audio: Path) -> list[Path]:
+    def _cache_files(self, audio: Path) -> list[Path]:
         """Where the cache of `audio` may be, in order of preference. A cache folder that
         is a link out of the voices folder is not used: nothing outside is read."""
         name = f"{audio.stem}.{self._identity}.safetensors"

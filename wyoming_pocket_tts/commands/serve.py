@@ -54,6 +54,9 @@ ENV_PREFIX = "WYOMING_POCKET_TTS_"
 DEFAULT_URI = "tcp://0.0.0.0:10200"
 #: Frames a job may have decoded but not yet sent (80 ms each): bounds a slow reader.
 MAX_BUFFERED_FRAMES = 8
+#: Folder in the download directory for the encoded states of recordings whose own
+#: folder is read-only (see voice_cache.py).
+VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -225,11 +228,6 @@ def _voice_sources(
         return found
 
     return sources
-
-
-#: Folder of the download cache that holds the encoded states of recordings whose own
-#: folder is read-only (see voice_cache.py).
-VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
 
 
 def _voice_loader(
