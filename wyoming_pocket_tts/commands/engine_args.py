@@ -23,6 +23,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a catalog model name (default: english) or a pocket-tts YAML config path",
     )
+    parser.add_argument(
+        "--quantize", action="store_true",
+        help="int8 weights for FlowLM's transformer: faster, slightly different audio",
+    )
     add_download_arguments(parser)
 
 
@@ -30,9 +34,11 @@ def load_model(args: argparse.Namespace) -> PocketTTS:
     """The model named by --model: a YAML with local paths, or a catalog entry's files."""
     name = args.model or load_catalog().default_model
     if _is_config_path(name):
-        return PocketTTS.load(Path(name))
+        return PocketTTS.load(Path(name), quantize=args.quantize)
     files = resolve_model_files(load_catalog().find_model(name), download_options(args))
-    return PocketTTS.load(files.config_path, files.weights_path, files.tokenizer_path)
+    return PocketTTS.load(
+        files.config_path, files.weights_path, files.tokenizer_path, quantize=args.quantize
+    )
 
 
 def load_voice(model: PocketTTS, voice: str, args: argparse.Namespace) -> VoiceState:

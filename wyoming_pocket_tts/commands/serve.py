@@ -111,6 +111,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="sampling temperature; 0 is deterministic (default: the model's, 0.3)",
     )
+    parser.add_argument(
+        "--quantize",
+        action="store_true",
+        help="int8 weights for FlowLM's transformer: faster, slightly different audio",
+    )
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -288,7 +293,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         served = resolve_model(args)
-        model = PocketTTS.load(served.config, served.weights_path, served.tokenizer_path)
+        model = PocketTTS.load(
+            served.config, served.weights_path, served.tokenizer_path, quantize=args.quantize
+        )
     except (EngineError, CatalogError, DownloadError) as err:
         _LOGGER.error("Cannot load the model: %s", err)
         return 1

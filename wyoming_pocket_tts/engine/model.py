@@ -17,6 +17,7 @@ from .errors import ConfigError, VoiceError
 from .flow_lm import FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
+from .quantize import quantize_transformer
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state
@@ -69,9 +70,13 @@ class PocketTTS:
     @classmethod
     def load(
         cls, config: ModelConfig | Path | str, weights_path: Path | None = None,
-        tokenizer_path: Path | None = None,
+        tokenizer_path: Path | None = None, quantize: bool = False,
     ) -> PocketTTS:
-        """Build the model from a configuration; paths override those in the YAML."""
+        """Build the model from a configuration; paths override those in the YAML.
+
+        `quantize` stores FlowLM's transformer weights in int8 (faster, slightly
+        different audio; see `quantize.py`).
+        """
         if not isinstance(config, ModelConfig):
             config = load_model_config(config)
         started = time.monotonic()
@@ -92,6 +97,8 @@ class PocketTTS:
                 weights_path,
             )
         modules.eval().requires_grad_(False)
+        if quantize:
+            quantize_transformer(modules.flow_lm.transformer)
         _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
         return cls(config, modules, tokenizer, has_voice_cloning=not missing)
 
