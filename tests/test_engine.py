@@ -176,4 +176,4 @@ def test_voice_state_round_trip(model, voice, tmp_path: Path):
     voice.save(path)
     loaded = model.load_voice(path)
     assert torch.equal(loaded.keys, voice.keys) and torch.equal(loaded.values, voice.values)
-    assert not list(tmp_path.glob("*.partial"))
+    assert [p.name for p in tmp_path.iterdir()] == ["voice.safetensors"]

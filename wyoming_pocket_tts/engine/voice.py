@@ -11,7 +11,9 @@ between the two: one tensor group per attention layer named
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,17 +54,29 @@ class VoiceState:
             tensors[f"{prefix}/cache"] = cache.unsqueeze(1).contiguous()
             tensors[f"{prefix}/offset"] = torch.tensor([self.num_positions], dtype=torch.long)
             tensors[f"{prefix}/pad"] = torch.zeros(1, dtype=torch.long)
-        partial = path.with_name(path.name + ".partial")
+        # A unique temporary name beside the target: concurrent writers never collide,
+        # and a reader never sees a half-written file.
+        handle, partial_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(handle)
+        partial = Path(partial_name)
         try:
-            safetensors.torch.save_file(tensors, str(partial), metadata=metadata)
+            safetensors.torch.save_file(tensors, partial_name, metadata=metadata)
             partial.replace(path)
+        except safetensors.SafetensorError as error:
+            raise OSError(f"cannot write {path}: {error}") from error
         finally:
             partial.unlink(missing_ok=True)
 
 
 def read_voice_metadata(path: Path) -> dict[str, str]:
-    with safetensors.safe_open(str(path), framework="pt") as handle:
-        return handle.metadata() or {}
+    """The text metadata of a voice file (ours name the model; the reference's have none)."""
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as handle:
+            return handle.metadata() or {}
+    except FileNotFoundError:
+        raise VoiceError(f"voice file not found: {path}") from None
+    except Exception as error:  # safetensors raises its own types for bad headers
+        raise VoiceError(f"{path} is not a readable voice file: {error}") from error
 
 
 def load_voice_state(path: Path) -> VoiceState:
