@@ -10,6 +10,9 @@ memory is its own. For each engine it prints:
   for a short sentence (median of --runs),
 * speed: audio seconds per wall second for a 60-word paragraph (median of --runs),
 * peak resident memory with the model and three voices loaded,
+* (ours only: the reference is not safe to share between threads) four
+  concurrent streams: aggregate audio seconds per wall second, and the slowest
+  stream's own speed,
 
 and the ratios ours / reference. Usage: python benchmarks/engine.py [--model NAME] [--runs N]
 """
@@ -22,10 +25,12 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+ENGINES = ("reference", "ours", "ours-int8")
 SHORT = "Done, the kitchen light is on."
 PARAGRAPH = (
     "Good morning! It is seven thirty, and the weather in the city is mild: fourteen degrees, "
@@ -39,13 +44,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(config: Path, voices: list[Path], runs: int) -> dict:
+def run_ours(config: Path, voices: list[Path], runs: int, quantize: bool = False) -> dict:
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
 
     started = time.perf_counter()
-    model = PocketTTS.load(config)
+    model = PocketTTS.load(config, quantize=quantize)
     startup = time.perf_counter() - started
     loaded = [model.voice_from_audio(v) for v in voices]
     worker = SynthesisWorker(Synthesizer(model))
@@ -64,7 +69,63 @@ def run_ours(config: Path, voices: list[Path], runs: int) -> dict:
         samples = sum(frame.shape[0] for frame in worker.stream(loaded[0], PARAGRAPH))
         return samples / model.sample_rate / (time.perf_counter() - started)
 
-    return _measure(startup, first_audio, speed, runs)
+    def concurrent() -> tuple[float, float]:
+        """Four streams at once: aggregate speed, and the slowest stream's own speed."""
+        started = time.perf_counter()
+        jobs = [worker.submit(voice, PARAGRAPH, on_ready=worker.wake) for voice in loaded + loaded[:1]]
+        speeds = []
+        threads = [threading.Thread(target=lambda job=job: speeds.append(_drain(job, started)))
+                   for job in jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        total = sum(job.samples for job in jobs) / model.sample_rate
+        return total / (time.perf_counter() - started), min(speeds)
+
+    results = _measure(startup, first_audio, speed, runs)
+    if quantize:
+        results["int8_error"] = _int8_error(config, model, loaded[0])
+    aggregate, slowest = zip(*(concurrent() for _ in range(runs)), strict=True)
+    results["concurrent_x"] = statistics.median(aggregate)
+    results["slowest_stream_x"] = statistics.median(slowest)
+    return results
+
+
+def _int8_error(config: Path, quantized, voice, frames: int = 40) -> float:
+    """Relative error of int8 FlowLM outputs against float32, on the same input latents."""
+    import torch
+
+    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+
+    reference = PocketTTS.load(config)
+    (chunk,) = Synthesizer(reference).chunks(SHORT)
+
+    def outputs(model, latents: list) -> tuple[list, torch.Tensor]:
+        flow_lm = model.flow_lm
+        cache = model.new_cache(voice.num_positions + chunk.tokens.shape[1] + frames)
+        cache.reset(voice.keys, voice.values, cache.capacity)
+        previous, prefix, zs = flow_lm.bos_emb[None], flow_lm.conditioner(chunk.tokens), []
+        for i in range(frames):
+            z = flow_lm.step(previous, [cache], prefix)
+            prefix = None
+            if len(latents) <= i:  # the float model chooses the inputs for both
+                latents.append(flow_lm.sample(z, torch.zeros(1, flow_lm.latent_dim)))
+            previous = latents[i]
+            zs.append(z)
+        return latents, torch.cat(zs)
+
+    with torch.inference_mode():
+        latents, exact = outputs(reference, [])
+        _, approximate = outputs(quantized, latents)
+    return float((approximate - exact).norm() / exact.norm())
+
+
+def _drain(job, started: float) -> float:
+    """Consume a job's audio; its own speed in audio seconds per wall second."""
+    samples = sum(frame.shape[0] for frame in job.frames())
+    return samples / 24000 / (time.perf_counter() - started)
 
 
 def run_reference(config: Path, voices: list[Path], runs: int) -> dict:
@@ -118,14 +179,16 @@ def main() -> None:
     parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench")
-    parser.add_argument("--child", choices=["ours", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--voice", type=Path, action="append", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.child == "reference":
+        print(json.dumps(run_reference(args.config, args.voice, args.runs)))
+        return
     if args.child:
-        runner = run_ours if args.child == "ours" else run_reference
-        print(json.dumps(runner(args.config, args.voice, args.runs)))
+        print(json.dumps(run_ours(args.config, args.voice, args.runs, args.child == "ours-int8")))
         return
 
     sys.path.insert(0, str(ROOT))
@@ -136,19 +199,28 @@ def main() -> None:
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
     built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
     voices = [write_voice_wav(directory / f"voice{i}.wav", seconds=5.0, seed=i) for i in range(3)]
-    results = {engine: _child(engine, built.config_path, voices, args.runs)
-               for engine in ("reference", "ours")}
+    results = {engine: _child(engine, built.config_path, voices, args.runs) for engine in ENGINES}
     rows = [
         ("start-up to loaded model (s)", "startup_s", "{:.2f}"),
         ("time to first audio (ms)", "first_audio_ms", "{:.0f}"),
         ("speed (audio s per wall s)", "speed_x", "{:.2f}"),
         ("peak memory, model + 3 voices (MB)", "peak_rss_mb", "{:.0f}"),
+        ("4 concurrent streams, aggregate speed", "concurrent_x", "{:.2f}"),
+        ("4 concurrent streams, slowest stream", "slowest_stream_x", "{:.2f}"),
     ]
     print(f"\nmodel {args.model}, {args.runs} runs (median); machine: {_machine()}")
-    print(f"{'':38} {'reference':>10} {'ours':>10} {'ours/ref':>9}")
+    print(f"{'':38} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
     for label, key, fmt in rows:
-        ref, ours = results["reference"][key], results["ours"][key]
-        print(f"{label:38} {fmt.format(ref):>10} {fmt.format(ours):>10} {ours / ref:>8.2f}x")
+        cells = []
+        for engine in ENGINES:
+            value = results[engine].get(key)
+            cells.append(f"{fmt.format(value):>10}" if value is not None else f"{'n/a':>10}")
+            ref = results["reference"].get(key)
+            if engine != "reference":
+                cells.append(f"{value / ref:>8.2f}x" if ref else f"{'':>9}")
+        print(f"{label:38} " + " ".join(cells))
+    error = results["ours-int8"]["int8_error"]
+    print(f"int8: FlowLM output relative error against float32, same inputs: {error:.2%}")
 
 
 def _machine() -> str:
