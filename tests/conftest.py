@@ -62,3 +62,17 @@ def voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def other_voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_voice_wav(tmp_path_factory.mktemp("voices") / "other_voice.wav", seed=1)
+
+
+@pytest.fixture(scope="session")
+def model(tiny_model: BuiltModel):
+    """Our engine loaded with the tiny model (shared: tests must not modify it)."""
+    from wyoming_pocket_tts.engine.model import PocketTTS
+
+    return PocketTTS.load(tiny_model.config_path)
+
+
+@pytest.fixture(scope="session")
+def voice(model, voice_wav: Path):
+    """The default test voice, encoded by our engine with the tiny model."""
+    return model.voice_from_audio(voice_wav)

@@ -6,19 +6,16 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from tests.support.reference_model import (
     FRAME_SAMPLES,
-    BuiltModel,
     reference_synthesize,
     reference_tts,
     reference_voice_state,
 )
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine import kv_cache
-from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
 DETERMINISTIC = GenerationOptions(temperature=0.0, max_frames_per_chunk=10)
@@ -27,16 +24,6 @@ LONG_TEXT = (
     "and a third clause: long enough. The fourth sentence makes sure that the text is split "
     "into several chunks of at most fifty tokens each, as the model was trained."
 )
-
-
-@pytest.fixture(scope="module")
-def model(tiny_model: BuiltModel) -> PocketTTS:
-    return PocketTTS.load(tiny_model.config_path)
-
-
-@pytest.fixture(scope="module")
-def voice(model, voice_wav):
-    return model.voice_from_audio(voice_wav)
 
 
 def speak(model, voice, text, options=DETERMINISTIC) -> list[np.ndarray]:

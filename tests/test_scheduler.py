@@ -8,8 +8,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.support.reference_model import BuiltModel
-from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -19,16 +17,6 @@ TEXTS = [
     "The front door is locked. The garage is closed, and the alarm is set for the night.",
     "Good morning!",
 ]
-
-
-@pytest.fixture(scope="module")
-def model(tiny_model: BuiltModel) -> PocketTTS:
-    return PocketTTS.load(tiny_model.config_path)
-
-
-@pytest.fixture(scope="module")
-def voice(model, voice_wav):
-    return model.voice_from_audio(voice_wav)
 
 
 def wait_until(condition, timeout=60.0):
