@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import socket
@@ -383,7 +384,8 @@ def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Name
     print(
         f"\nmodel {args.model} (random weights: no end of speech, every chunk runs to its "
         f"frame cap);\nmedian of {args.runs} runs (paragraph: {args.paragraph_runs}); "
-        f"machine: {_machine()}, {_cpu_name()}"
+        f"machine: {_machine()}, {_cpu_name()};\nother work: 1-minute load average "
+        f"{args.load_before:.2f} before the run, {os.getloadavg()[0]:.2f} after"
     )
     print(f"{'':40} {'protocol':>9} {'engine':>9} {'engine':>9} {'protocol/engine':>16}")
     print(f"{'':40} {'ours':>9} {'ours':>9} {'ref':>9}")
@@ -460,6 +462,7 @@ def main() -> None:
     from tests.support.reference_model import build_model
     from tests.support.voices_audio import write_voice_wav
 
+    args.load_before = os.getloadavg()[0]  # other work on the machine moves every figure
     directory = args.cache / args.model
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
     built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
