@@ -384,8 +384,8 @@ def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Name
     print(
         f"\nmodel {args.model} (random weights: no end of speech, every chunk runs to its "
         f"frame cap);\nmedian of {args.runs} runs (paragraph: {args.paragraph_runs}); "
-        f"machine: {_machine()}, {_cpu_name()};\nother work: 1-minute load average "
-        f"{args.load_before:.2f} before the run, {os.getloadavg()[0]:.2f} after"
+        f"machine: {_machine()}, {_cpu_name()};\nother work on the machine: 1-minute load "
+        f"average {args.load_before:.2f} when the run started"
     )
     print(f"{'':40} {'protocol':>9} {'engine':>9} {'engine':>9} {'protocol/engine':>16}")
     print(f"{'':40} {'ours':>9} {'ours':>9} {'ref':>9}")
