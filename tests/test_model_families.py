@@ -35,6 +35,7 @@ from tests.support.reference_model import (
     BuiltModel,
     build_model,
     packaged_config,
+    reference_export_voice,
     reference_synthesize,
     reference_tts,
     reference_voice_state,
@@ -182,6 +183,25 @@ def test_voice_state_equals_reference(family: BuiltModel, engine: PocketTTS, voi
         cache = expected[f"transformer.layers.{layer}.self_attn"]["cache"]  # [2, 1, T, H, D]
         ours_cache = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
         torch.testing.assert_close(ours_cache, cache[:, 0], rtol=0, atol=STATE_TOLERANCE)
+
+
+def test_voice_files_cross_load(
+    family: BuiltModel, engine: PocketTTS, voice_wav: Path, tmp_path: Path
+):
+    """Voice files hold the family's key/value heads, and both engines read each other's."""
+    from_audio = engine.voice_from_audio(voice_wav)
+    theirs = engine.load_voice(
+        reference_export_voice(family, voice_wav, tmp_path / "theirs.safetensors")
+    )
+    torch.testing.assert_close(theirs.keys, from_audio.keys, rtol=0, atol=STATE_TOLERANCE)
+    torch.testing.assert_close(theirs.values, from_audio.values, rtol=0, atol=STATE_TOLERANCE)
+    mine = tmp_path / "mine.safetensors"
+    from_audio.save(mine)
+    settings = {"eos_threshold": math.inf, "max_frames": 4}
+    assert_same_audio(
+        reference_synthesize(family, mine, SHORT_TEXT, **settings),
+        reference_synthesize(family, voice_wav, SHORT_TEXT, **settings),
+    )
 
 
 def test_end_of_speech_at_the_same_frame(family: BuiltModel, engine: PocketTTS, voice_wav: Path):
