@@ -26,16 +26,24 @@ class Stream:
     cache: KVStore | None
     position: int
     mask: torch.Tensor | None
+    # The rotary embedding of this row's positions, shared by every layer.
+    cos: torch.Tensor
+    sin: torch.Tensor
 
 
-def rotate(x: torch.Tensor, first_position: int, max_period: float) -> torch.Tensor:
-    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved."""
-    head_dim = x.shape[-1]
+def rotation(
+    first_position: int, count: int, head_dim: int, max_period: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [T, D/2] of the rotary embedding for positions first..first+count-1."""
     half = torch.arange(head_dim // 2, dtype=torch.float32)
     frequencies = torch.exp(half * (-math.log(max_period) * 2 / head_dim))
-    positions = torch.arange(x.shape[2], dtype=torch.float32) + first_position
-    angles = positions[:, None] * frequencies  # [T, D/2]
-    cos, sin = torch.cos(angles), torch.sin(angles)
+    positions = torch.arange(count, dtype=torch.float32) + first_position
+    angles = positions[:, None] * frequencies
+    return torch.cos(angles), torch.sin(angles)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved."""
     pairs = x.float().unflatten(-1, (-1, 2))
     real, imag = pairs[..., 0], pairs[..., 1]
     rotated = torch.stack((real * cos - imag * sin, real * sin + imag * cos), dim=-1)
@@ -92,12 +100,12 @@ class SelfAttention(nn.Module):
         rows = [slice(None)] if len(streams) == 1 else [slice(i, i + 1) for i in range(batch)]
         outputs = []
         for stream, row in zip(streams, rows, strict=True):
-            row_keys = rotate(keys[row], stream.position, self.max_period)
+            row_keys = rotate(keys[row], stream.cos, stream.sin)
             row_values = values[row]
             if stream.cache is not None:
                 row_keys, row_values = stream.cache.append(layer, row_keys, row_values)
             outputs.append(F.scaled_dot_product_attention(
-                rotate(queries[row], stream.position, self.max_period), row_keys, row_values,
+                rotate(queries[row], stream.cos, stream.sin), row_keys, row_values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
             ))
         out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
@@ -154,7 +162,7 @@ class Transformer(nn.Module):
         """
         steps = x.shape[1]
         if caches is None:
-            streams = [Stream(None, 0, attention_mask(0, steps, 0, steps, self.context))]
+            streams = [self._stream(None, 0, steps, attention_mask(0, steps, 0, steps, self.context))]
         else:
             caches = [caches] if isinstance(caches, LinearKV | WindowKV) else list(caches)
             streams = [self._continue(cache, steps) for cache in caches]
@@ -174,4 +182,11 @@ class Transformer(nn.Module):
             mask = attention_mask(
                 position, steps, key_start, position + steps - key_start, self.context
             )
-        return Stream(cache, position, mask)
+        return self._stream(cache, position, steps, mask)
+
+    def _stream(
+        self, cache: KVStore | None, position: int, steps: int, mask: torch.Tensor | None
+    ) -> Stream:
+        attention = self.layers[0].self_attn
+        cos, sin = rotation(position, steps, attention.head_dim, attention.max_period)
+        return Stream(cache, position, mask, cos, sin)
