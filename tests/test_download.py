@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants as hub_constants
 
+from tests.support.disk import small_tmpfs
 from tests.support.fake_hub import (
     FakeHub,
     PublishedModel,
@@ -295,19 +296,8 @@ def test_unknown_voice_is_refused_before_any_request(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with small_tmpfs(tmp_path / "small-disk", "128k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
 
 
 @pytest.mark.filterwarnings("ignore:Not enough free disk space")

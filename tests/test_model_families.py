@@ -21,7 +21,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import safetensors
 import torch
@@ -29,6 +28,7 @@ import yaml
 from pocket_tts.models.text_chunking import prepare_text_prompt, split_into_best_sentences
 from pocket_tts.utils.config import load_config
 
+from tests.support.parity import assert_same_audio, ours
 from tests.support.reference_model import (
     EOS_TEXT,
     FRAME_SAMPLES,
@@ -41,9 +41,8 @@ from tests.support.reference_model import (
     reference_voice_state,
 )
 from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.synthesizer import Synthesizer
 
-AUDIO_TOLERANCE = 1e-4
 STATE_TOLERANCE = 1e-5
 # Frames per chunk in the audio comparison: enough for the small decoders'
 # 50-step attention window (16 steps per frame) to fill and slide.
@@ -133,18 +132,6 @@ def family(request: pytest.FixtureRequest, models_dir: Path, tokenizer_dir: Path
 @pytest.fixture(scope="module")
 def engine(family: BuiltModel) -> PocketTTS:
     return PocketTTS.load(family.config_path)
-
-
-def ours(model: PocketTTS, voice_path: Path, text: str, **options: Any) -> np.ndarray:
-    voice = model.voice_from_audio(voice_path)
-    frames = Synthesizer(model).stream(voice, text, GenerationOptions(temperature=0.0, **options))
-    return np.concatenate(list(frames))
-
-
-def assert_same_audio(actual: np.ndarray, expected: np.ndarray) -> None:
-    assert actual.shape == expected.shape
-    assert np.abs(expected).max() > 0.01, "reference audio is silent: the fixture is degenerate"
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=AUDIO_TOLERANCE)
 
 
 def test_config_names_are_listed_from_the_reference():

@@ -8,12 +8,11 @@ degenerate output.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from tests.support.parity import assert_same_audio, ours
 from tests.support.reference_model import (
     EOS_TEXT,
     FRAME_SAMPLES,
@@ -24,11 +23,10 @@ from tests.support.reference_model import (
     reference_voice_state,
 )
 from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.synthesizer import Synthesizer
 
 pytestmark = pytest.mark.slow
 
-AUDIO_TOLERANCE = 1e-4
 STATE_TOLERANCE = 1e-5
 # Generations here have no natural end (EOS is disabled in these checkpoints
 # unless placed on purpose), so both engines are capped at the same length.
@@ -49,18 +47,6 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def engine(english_model: BuiltModel) -> PocketTTS:
     return PocketTTS.load(english_model.config_path)
-
-
-def ours(model: PocketTTS, voice_path: Path, text: str, **options) -> np.ndarray:
-    voice = model.voice(voice_path)
-    frames = Synthesizer(model).stream(voice, text, GenerationOptions(temperature=0.0, **options))
-    return np.concatenate(list(frames))
-
-
-def assert_same_audio(actual: np.ndarray, expected: np.ndarray) -> None:
-    assert actual.shape == expected.shape
-    assert np.abs(expected).max() > 0.01, "reference audio is silent: the fixture is degenerate"
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=AUDIO_TOLERANCE)
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=["command", "numbers-punctuation", "multi-chunk"])

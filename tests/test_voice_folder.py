@@ -16,6 +16,7 @@ import pytest
 import soundfile
 import torch
 
+from tests.support.disk import small_tmpfs
 from tests.support.reference_model import BuiltModel, reference_export_voice
 from tests.support.voices_audio import speech_like_signal, write_voice_wav
 from wyoming_pocket_tts.engine.errors import VoiceError
@@ -233,19 +234,8 @@ def test_without_any_writable_cache_the_voice_still_works(
 
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with small_tmpfs(tmp_path / "small-disk", "256k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
 
 
 def fill(folder: Path) -> None:
