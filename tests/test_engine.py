@@ -14,6 +14,7 @@ from tests.support.reference_model import (
     reference_tts,
     reference_voice_state,
 )
+from tests.support.parity import assert_same_voice_state
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine import kv_cache
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
@@ -130,11 +131,7 @@ def test_eos_threshold_and_frames_after_eos_options(model, voice):
 def test_resampled_stereo_voice_matches_reference(model, tiny_model, tmp_path):
     path = write_voice_wav(tmp_path / "stereo.wav", sample_rate=44100, channels=2, seed=4)
     expected = reference_voice_state(tiny_model, path)
-    voice = model.voice_from_audio(path)
-    for layer in range(voice.num_layers):
-        cache = expected[f"transformer.layers.{layer}.self_attn"]["cache"][:, 0]
-        ours = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
-        torch.testing.assert_close(ours, cache, atol=1e-5, rtol=0)
+    assert_same_voice_state(model.voice_from_audio(path), expected)
 
 
 def test_voice_prompt_is_cut_to_30_seconds(model, tmp_path):

@@ -28,7 +28,7 @@ import yaml
 from pocket_tts.models.text_chunking import prepare_text_prompt, split_into_best_sentences
 from pocket_tts.utils.config import load_config
 
-from tests.support.parity import assert_same_audio, ours
+from tests.support.parity import assert_same_audio, assert_same_voice_state, ours
 from tests.support.reference_model import (
     EOS_TEXT,
     FRAME_SAMPLES,
@@ -164,12 +164,7 @@ def test_audio_equals_reference(family: BuiltModel, engine: PocketTTS, voice_wav
 
 def test_voice_state_equals_reference(family: BuiltModel, engine: PocketTTS, voice_wav: Path):
     expected = reference_voice_state(family, voice_wav)
-    voice = engine.voice_from_audio(voice_wav)
-    assert voice.num_layers == len(expected)
-    for layer in range(voice.num_layers):
-        cache = expected[f"transformer.layers.{layer}.self_attn"]["cache"]  # [2, 1, T, H, D]
-        ours_cache = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
-        torch.testing.assert_close(ours_cache, cache[:, 0], rtol=0, atol=STATE_TOLERANCE)
+    assert_same_voice_state(engine.voice_from_audio(voice_wav), expected, STATE_TOLERANCE)
 
 
 def test_voice_files_cross_load(

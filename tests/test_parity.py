@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from tests.support.parity import assert_same_audio, ours
+from tests.support.parity import assert_same_audio, assert_same_voice_state, ours
 from tests.support.reference_model import (
     EOS_TEXT,
     FRAME_SAMPLES,
@@ -60,12 +59,7 @@ def test_audio_equals_reference(engine, english_model, voice_wav, text):
 
 def test_voice_prompt_keys_values_equal_reference(engine, english_model, voice_wav):
     expected = reference_voice_state(english_model, voice_wav)
-    voice = engine.voice_from_audio(voice_wav)
-    assert voice.num_layers == len(expected)
-    for layer in range(voice.num_layers):
-        cache = expected[f"transformer.layers.{layer}.self_attn"]["cache"]  # [2, 1, T, H, D]
-        ours_cache = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
-        torch.testing.assert_close(ours_cache, cache[:, 0], rtol=0, atol=STATE_TOLERANCE)
+    assert_same_voice_state(engine.voice_from_audio(voice_wav), expected, STATE_TOLERANCE)
 
 
 def test_voice_files_cross_load(engine, english_model, voice_wav, other_voice_wav, tmp_path):

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.voice import VoiceState
 
 AUDIO_TOLERANCE = 1e-4
 
@@ -24,3 +26,12 @@ def assert_same_audio(actual: np.ndarray, expected: np.ndarray) -> None:
     assert actual.shape == expected.shape
     assert np.abs(expected).max() > 0.01, "reference audio is silent: the fixture is degenerate"
     np.testing.assert_allclose(actual, expected, rtol=0, atol=AUDIO_TOLERANCE)
+
+
+def assert_same_voice_state(voice: VoiceState, reference_state: dict, atol: float = 1e-5) -> None:
+    """Our voice's keys/values against the reference's flow-LM state for the same audio."""
+    assert voice.num_layers == len(reference_state)
+    for layer in range(voice.num_layers):
+        cache = reference_state[f"transformer.layers.{layer}.self_attn"]["cache"]  # [2, 1, T, H, D]
+        ours_cache = torch.stack([voice.keys[layer], voice.values[layer]]).transpose(1, 2)
+        torch.testing.assert_close(ours_cache, cache[:, 0], rtol=0, atol=atol)
