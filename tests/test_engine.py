@@ -17,7 +17,7 @@ from tests.support.reference_model import (
 from tests.support.parity import assert_same_voice_state
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine import kv_cache
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, LatentFrame, Synthesizer
 
 DETERMINISTIC = GenerationOptions(temperature=0.0, max_frames_per_chunk=10)
 LONG_TEXT = (
@@ -93,6 +93,31 @@ def test_decoder_window_is_bounded_and_exact(model, tiny_model):
     assert sizes == {2 * model.config.mimi.decoder_transformer_config.context}
     torch.testing.assert_close(torch.cat(pieces, -1), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(in_blocks, expected, atol=1e-5, rtol=0)
+
+
+def test_streams_decoded_together_sound_as_if_alone(model):
+    """One Mimi call for frames of several streams (batched, uneven runs) changes no stream."""
+    frames, dim = 30, model.config.mimi.latent_dim
+    latents = torch.randn(3, frames, dim, generator=torch.Generator().manual_seed(3))
+
+    def stream_frames(row: int) -> list[LatentFrame]:
+        decoder = model.mimi.new_decoder_state()
+        return [LatentFrame(latents[row, i : i + 1], decoder, i == 0) for i in range(frames)]
+
+    synthesizer = Synthesizer(model)
+    alone = [np.concatenate(synthesizer.decode(stream_frames(row))) for row in range(3)]
+    queues = [stream_frames(row) for row in range(3)]
+    together: list[list[np.ndarray]] = [[], [], []]
+    tick = 0
+    while any(queues):
+        # Stream 1 joins late, stream 0 sometimes hands over two frames, stream 2 three.
+        wanted = [1 + tick % 2, 1 if tick >= 4 else 0, 3]
+        batch = [(row, queues[row].pop(0)) for row in range(3) for _ in range(min(wanted[row], len(queues[row])))]
+        for (row, _), audio in zip(batch, synthesizer.decode([frame for _, frame in batch]), strict=True):
+            together[row].append(audio)
+        tick += 1
+    for expected, pieces in zip(alone, together, strict=True):
+        np.testing.assert_allclose(np.concatenate(pieces), expected, atol=1e-5, rtol=0)
 
 
 def test_cancellation_stops_between_frames(model, voice):

@@ -12,6 +12,7 @@ causal convolutions padded as the streaming ones start.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +30,51 @@ class DecoderState:
 
     conv_history: list[torch.Tensor | None] = field(default_factory=list)
     transformer_window: WindowKV | None = None
+
+    def history(
+        self, slot: int, x: torch.Tensor, fresh: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """What a module kept from the last call, or `fresh(x)` on the stream's first one."""
+        kept = self.conv_history[slot]
+        return fresh(x) if kept is None else kept
+
+    def keep(self, slot: int, tail: torch.Tensor) -> None:
+        self.conv_history[slot] = tail.clone()
+
+
+class DecoderBatch:
+    """Several streams decoded in one call, one batch row each (concurrent requests).
+
+    Convolutions over a batch cost much less per row than one call per stream. Each
+    module's history is gathered from the rows' states before it runs and written
+    back to them after, so every stream keeps its own `DecoderState`; the decoder
+    transformer continues each row in its own window.
+    """
+
+    def __init__(self, states: Sequence[DecoderState]):
+        self.states = list(states)
+
+    @property
+    def transformer_window(self) -> list[WindowKV | None]:
+        return [state.transformer_window for state in self.states]
+
+    def history(
+        self, slot: int, x: torch.Tensor, fresh: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        kept = [state.conv_history[slot] for state in self.states]
+        if all(rows is None for rows in kept):
+            return fresh(x)
+        return torch.cat([
+            fresh(x[i : i + 1]) if rows is None else rows for i, rows in enumerate(kept)
+        ])
+
+    def keep(self, slot: int, tail: torch.Tensor) -> None:
+        for state, row in zip(self.states, tail.split(1), strict=True):
+            state.conv_history[slot] = row.clone()
+
+
+# What the streaming modules read their history from: one stream, or a batch of them.
+Streams = DecoderState | DecoderBatch
 
 
 class CausalConv1d(nn.Module):
@@ -49,20 +95,23 @@ class CausalConv1d(nn.Module):
         self.history_length = (kernel_size - 1) * dilation + 1 - stride
         self.state_slot = -1  # index into DecoderState.conv_history, set by the decoder
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
         if self.history_length <= 0:
             return self.conv(x)
-        history = None if state is None else state.conv_history[self.state_slot]
-        if history is None:
-            # A fresh stream: zeros, or the first sample repeated for `replicate`.
-            if self.pad_mode == "replicate":
-                history = x[..., :1].expand(-1, -1, self.history_length)
-            else:
-                history = x.new_zeros(x.shape[0], x.shape[1], self.history_length)
+        if state is None:
+            history = self._fresh_history(x)
+        else:
+            history = state.history(self.state_slot, x, self._fresh_history)
         padded = torch.cat([history, x], dim=-1)
         if state is not None:
-            state.conv_history[self.state_slot] = padded[..., -self.history_length :].clone()
+            state.keep(self.state_slot, padded[..., -self.history_length :])
         return self.conv(padded)
+
+    def _fresh_history(self, x: torch.Tensor) -> torch.Tensor:
+        """A stream's first call: zeros, or the first sample repeated for `replicate`."""
+        if self.pad_mode == "replicate":
+            return x[..., :1].expand(-1, -1, self.history_length)
+        return x.new_zeros(x.shape[0], x.shape[1], self.history_length)
 
 
 class CausalConvTranspose1d(nn.Module):
@@ -79,20 +128,18 @@ class CausalConvTranspose1d(nn.Module):
         self.overlap = kernel_size - stride
         self.state_slot = -1
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
         y = self.convtr(x)
         if self.overlap <= 0:
             return y
-        pending = None if state is None else state.conv_history[self.state_slot]
-        if pending is not None:
-            y[..., : self.overlap] += pending
-        tail = y[..., -self.overlap :]
         if state is not None:
+            # Nothing is pending on a stream's first call.
+            overlap = y[..., : self.overlap]
+            overlap += state.history(self.state_slot, overlap, torch.zeros_like)
             # The bias is added again when the next call's output covers these samples.
+            tail = y[..., -self.overlap :]
             bias = self.convtr.bias
-            state.conv_history[self.state_slot] = tail - bias[:, None] if bias is not None else (
-                tail.clone()
-            )
+            state.keep(self.state_slot, tail if bias is None else tail - bias[:, None])
         return y[..., : -self.overlap]
 
 
@@ -109,7 +156,7 @@ class ResidualUnit(nn.Module):
             CausalConv1d(hidden, dim, 1, pad_mode=pad_mode),
         ])
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
         y = x
         for layer in self.block:
             y = layer(y, state) if isinstance(layer, CausalConv1d) else layer(y)
@@ -133,7 +180,7 @@ class SEANet(nn.Module):
         super().__init__()
         self.model = nn.ModuleList(layers)
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
         for layer in self.model:
             x = layer(x) if isinstance(layer, nn.ELU) else layer(x, state)
         return x
@@ -259,8 +306,11 @@ class Mimi(nn.Module):
             transformer_window=self.decoder_transformer.new_window(batch),
         )
 
-    def decode(self, latents: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """Latents [B, T, latent_dim] (denormalised) -> audio [B, channels, T * 1920]."""
+    def decode(self, latents: torch.Tensor, state: Streams) -> torch.Tensor:
+        """Latents [B, T, latent_dim] (denormalised) -> audio [B, channels, T * 1920].
+
+        One stream (`DecoderState`, B = 1), or one stream per row (`DecoderBatch`).
+        """
         x = self.quantizer.output_proj(latents.transpose(1, 2))
         x = self.upsample.convtr(x, state)
         x = self.decoder_transformer(x, state.transformer_window)

@@ -263,28 +263,30 @@ class SynthesisWorker:
     def _decode_batch(
         self, batch: list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]
     ) -> None:
-        """Decode queued frames job by job, in order; finish jobs whose end was queued."""
-        run: list[LatentFrame] = []
-        for index, (job, frame, error) in enumerate(batch):
+        """Decode all queued frames in one call; then finish the jobs whose end was queued."""
+        queued: dict[SynthesisJob, list[LatentFrame]] = {}
+        for job, frame, _ in batch:
             if frame is not None:
-                run.append(frame)
-            following = batch[index + 1][0] if index + 1 < len(batch) else None
-            if run and (frame is None or following is not job):
-                self._deliver(job, run)
-                run = []
+                queued.setdefault(job, []).append(frame)
+        for job in [job for job in queued if job.cancelled]:
+            with job._changed:
+                job._in_decoder -= len(queued.pop(job))
+        if queued:
+            self._deliver(queued)
+        for job, frame, error in batch:
             if frame is None:
                 job._finish(error)
 
-    def _deliver(self, job: SynthesisJob, frames: list[LatentFrame]) -> None:
-        if job.cancelled:
-            with job._changed:
-                job._in_decoder -= len(frames)
-            return
+    def _deliver(self, queued: dict[SynthesisJob, list[LatentFrame]]) -> None:
         try:
-            audio = self.synthesizer.decode(frames)
+            audio = self.synthesizer.decode([frame for frames in queued.values() for frame in frames])
         except Exception as error:
             _LOGGER.exception("decoding failed")
-            job.cancel()
-            job._finish(error)
+            for job in queued:
+                job.cancel()
+                job._finish(error)
             return
-        job._push(audio)
+        start = 0
+        for job, frames in queued.items():
+            job._push(audio[start : start + len(frames)])
+            start += len(frames)

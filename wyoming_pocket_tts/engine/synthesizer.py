@@ -21,7 +21,7 @@ import torch
 
 from .errors import VoiceError
 from .kv_cache import LinearKV
-from .mimi import DecoderState
+from .mimi import DecoderBatch, DecoderState
 from .model import PocketTTS
 from .text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
 from .voice import VoiceState
@@ -250,28 +250,30 @@ class Synthesizer:
         return [frames.get(id(u)) for u in utterances]
 
     @torch.inference_mode()
-    def decode(self, frames: list[LatentFrame]) -> list[np.ndarray]:
-        """Mimi-decode consecutive frames of one utterance, in one call per chunk run.
+    def decode(self, frames: Sequence[LatentFrame]) -> list[np.ndarray]:
+        """Mimi-decode frames of any utterances (each one's in order); audio per frame.
 
-        Decoding several frames at once is cheaper per frame and gives the same audio,
-        so a decoder that fell behind catches up faster.
+        All frames of one chunk go in one call (several frames at once cost less per
+        frame, so a decoder that fell behind catches up), and chunks with as many
+        frames each are decoded together as one batch (concurrent requests). Either
+        way each stream's audio is what decoding it alone would give.
         """
-        audio: list[np.ndarray] = []
-        start = 0
-        while start < len(frames):
-            end = start + 1
-            while (
-                end < len(frames)
-                and frames[end].decoder is frames[start].decoder
-                and not frames[end].starts_chunk
-            ):
-                end += 1
-            latents = torch.stack([frame.latent for frame in frames[start:end]], dim=1)
-            samples = self.model.mimi.decode(latents, frames[start].decoder)[0, 0]
-            if frames[start].starts_chunk:
-                samples[: self._fade.numel()] *= self._fade
-            audio.extend(samples.numpy().reshape(end - start, -1))
-            start = end
+        runs: dict[int, list[int]] = {}  # per decoder stream: indices into `frames`
+        for index, frame in enumerate(frames):
+            runs.setdefault(id(frame.decoder), []).append(index)
+        same_length: dict[int, list[list[int]]] = {}
+        for run in runs.values():
+            same_length.setdefault(len(run), []).append(run)
+        audio: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(frames)
+        for group in same_length.values():
+            latents = torch.stack([torch.cat([frames[i].latent for i in run]) for run in group])
+            states = [frames[run[0]].decoder for run in group]
+            streams = states[0] if len(states) == 1 else DecoderBatch(states)
+            for run, samples in zip(group, self.model.mimi.decode(latents, streams)[:, 0], strict=True):
+                if frames[run[0]].starts_chunk:
+                    samples[: self._fade.numel()] *= self._fade
+                for index, piece in zip(run, samples.numpy().reshape(len(run), -1), strict=True):
+                    audio[index] = piece
         return audio
 
     def _acquire_cache(self, capacity: int) -> LinearKV:
