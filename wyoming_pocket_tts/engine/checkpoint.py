@@ -8,6 +8,9 @@ so start-up never holds a random initialisation and the weights at the same time
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -68,3 +71,61 @@ def load_checkpoint(model: nn.Module, path: Path, dtype: torch.dtype = torch.flo
             loaded[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
     model.load_state_dict(loaded, strict=False, assign=True)
     return missing
+
+
+def release_file_pages(tensors: Iterable[torch.Tensor], path: Path) -> int:
+    """Drop the resident checkpoint pages behind weights that were converted; bytes dropped.
+
+    The checkpoint is mapped into memory, so a float32 weight replaced by an int8 or
+    re-laid-out copy leaves the pages it was read from counted in the process's
+    memory for as long as the file stays mapped. Those pages are clean copies of the
+    file: telling the kernel it may drop them (MADV_DONTNEED) loses nothing, and a
+    later read would fetch them from the file again. Only whole pages inside the
+    file's own mappings are touched. Linux only; elsewhere nothing happens.
+    """
+    mapped = _mapped_ranges(path)
+    madvise = _madvise()
+    if not mapped or madvise is None:
+        return 0
+    page = mmap.PAGESIZE
+    released = 0
+    for tensor in tensors:
+        first = tensor.data_ptr()
+        last = first + tensor.numel() * tensor.element_size()
+        if not any(low <= first and last <= high for low, high in mapped):
+            continue  # not read from the file (e.g. cast from bfloat16): not ours to drop
+        start, end = -(-first // page) * page, last // page * page
+        if end > start and madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
+            released += end - start
+    return released
+
+
+_MADV_DONTNEED = 4
+
+
+def _mapped_ranges(path: Path) -> list[tuple[int, int]]:
+    """Address ranges where this process maps `path` (from /proc/self/maps)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    target = str(Path(path).resolve())
+    ranges = []
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == target:
+            low, high = fields[0].split("-")
+            ranges.append((int(low, 16), int(high, 16)))
+    return ranges
+
+
+def _madvise():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function

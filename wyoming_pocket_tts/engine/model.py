@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +12,14 @@ import torch
 from torch import nn
 
 from .audio import prepare_prompt, read_audio
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
 from .errors import ConfigError, VoiceError
 from .flow_lm import FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
-from .quantize import quantize_transformer
+from .packed import pack_linears
+from .quantize import int8_backend, quantize_linears
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state
@@ -48,6 +50,27 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
         )
     return Path(resolved)
 
+
+def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> None:
+    """The hot linear layers in a faster form: FlowLM's in int8 on request, else float32
+    laid out for oneDNN where that helps (see packed.py); Mimi's stays float32.
+
+    The float32 pages each conversion replaced are let go at once, one layer at a
+    time, so that loading never holds both forms of the whole model.
+    """
+
+    def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
+        replaced = conversion(module)
+        release_file_pages(replaced, weights_path)
+        return bool(replaced)
+
+    flow_layers = modules.flow_lm.transformer.layers
+    if quantize and all(convert(quantize_linears, layer) for layer in flow_layers):
+        _LOGGER.info("FlowLM transformer weights quantized to int8 (%s)", int8_backend())
+    else:
+        for layer in flow_layers:
+            convert(pack_linears, layer)
+    convert(pack_linears, modules.mimi.decoder_transformer)
 
 class PocketTTS:
     """Everything needed to turn text into audio with one model, shared by all requests."""
@@ -97,8 +120,7 @@ class PocketTTS:
                 weights_path,
             )
         modules.eval().requires_grad_(False)
-        if quantize:
-            quantize_transformer(modules.flow_lm.transformer)
+        _convert_hot_layers(modules, quantize, weights_path)
         _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
         return cls(config, modules, tokenizer, has_voice_cloning=not missing)
 

@@ -11,6 +11,7 @@ stays in float32 (int8 there is audible as hiss), and so do the small heads.
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import warnings
@@ -21,27 +22,30 @@ from torch import nn
 _LOGGER = logging.getLogger(__name__)
 
 
-def _backend() -> str | None:
+@functools.cache
+def int8_backend() -> str | None:
+    """The quantized engine to use here; None (said once in the log) if there is none."""
     supported = torch.backends.quantized.supported_engines
     preferred = ("qnnpack",) if platform.machine().lower() in ("aarch64", "arm64") else (
         "fbgemm", "x86", "onednn", "qnnpack"
     )
-    return next((engine for engine in preferred if engine in supported), None)
-
-
-def quantize_transformer(transformer: nn.Module) -> bool:
-    """Swap the transformer's nn.Linear layers for int8 ones in place; False if unsupported."""
-    backend = _backend()
+    backend = next((engine for engine in preferred if engine in supported), None)
     if backend is None:
         _LOGGER.warning("int8 quantization is not supported by this PyTorch build: using float32")
-        return False
+    return backend
+
+
+def quantize_linears(module: nn.Module) -> list[torch.Tensor]:
+    """Swap the nn.Linear layers inside `module` for int8 ones in place; return the replaced
+    float32 weights (none where int8 is unsupported)."""
+    backend = int8_backend()
+    if backend is None:
+        return []
+    replaced = [child.weight for child in module.modules() if type(child) is nn.Linear]
     torch.backends.quantized.engine = backend
     with warnings.catch_warnings():
         # The eager-mode quantization API is deprecated in favour of torchao, which has
         # no faster CPU path for this case yet.
         warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(
-            transformer, {nn.Linear}, dtype=torch.qint8, inplace=True
-        )
-    _LOGGER.info("FlowLM transformer weights quantized to int8 (%s)", backend)
-    return True
+        torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    return replaced

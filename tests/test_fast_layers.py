@@ -1,0 +1,79 @@
+"""The faster forms of the hot layers: oneDNN-packed float32, int8, and the pages they free."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+from torch import nn
+
+from wyoming_pocket_tts.engine.checkpoint import release_file_pages
+from wyoming_pocket_tts.engine.model import PocketTTS
+from wyoming_pocket_tts.engine.packed import PackedLinear, pack_linears, packing_supported
+from wyoming_pocket_tts.engine.quantize import int8_backend
+from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+
+needs_packing = pytest.mark.skipif(not packing_supported(), reason="oneDNN packing unsupported here")
+OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=8)
+
+
+@needs_packing
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 96), (5, 96), (2, 3, 96)])
+def test_packed_linear_equals_linear(bias, shape):
+    linear = nn.Linear(96, 80, bias=bias)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        torch.testing.assert_close(PackedLinear(linear)(x), linear(x), rtol=1e-5, atol=1e-5)
+
+
+@needs_packing
+def test_pack_linears_swaps_every_linear_and_returns_their_weights():
+    module = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Sequential(nn.Linear(8, 4, bias=False)))
+    weights = [module[0].weight, module[2][0].weight]
+    replaced = pack_linears(module)
+    assert [id(w) for w in replaced] == [id(w) for w in weights]
+    assert not any(type(m) is nn.Linear for m in module.modules())
+    assert sum(type(m) is PackedLinear for m in module.modules()) == 2
+
+
+@needs_packing
+def test_loaded_model_uses_packed_layers(model):
+    flow_linears = [type(m) for m in model.flow_lm.transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
+    mimi_linears = [type(m) for m in model.mimi.decoder_transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
+    assert flow_linears and set(flow_linears) == {PackedLinear}
+    assert mimi_linears and set(mimi_linears) == {PackedLinear}
+
+
+def test_released_checkpoint_pages_read_back_unchanged(tmp_path):
+    path = tmp_path / "weights.safetensors"
+    original = torch.randn(256, 1024)  # 1 MiB: whole pages inside it
+    safetensors.torch.save_file({"w": original}, str(path))
+    with safetensors.safe_open(str(path), framework="pt") as handle:
+        mapped = handle.get_tensor("w")
+    assert float(mapped.sum()) == pytest.approx(float(original.sum()))  # make it resident
+    anonymous = original.clone()
+    assert release_file_pages([anonymous], path) == 0  # never memory that is not the file's
+    released = release_file_pages([mapped], path)
+    if released == 0:
+        pytest.skip("this safetensors build copies tensors instead of mapping the file")
+    assert released >= 1024 * 1024 - 2 * 4096
+    torch.testing.assert_close(mapped, original, rtol=0, atol=0)
+    torch.testing.assert_close(anonymous, original, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
+def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
+    quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
+    float32 = PocketTTS.load(tiny_model.config_path)
+    quantized_linears = {type(m).__module__ for m in quantized.flow_lm.transformer.modules()}
+    assert any("quantized" in name for name in quantized_linears)
+
+    def speak(model) -> np.ndarray:
+        return np.concatenate(list(Synthesizer(model).stream(voice, "Turn on the light.", OPTIONS)))
+
+    exact, approximate = speak(float32), speak(quantized)
+    assert exact.shape == approximate.shape
+    error = np.linalg.norm(approximate - exact) / np.linalg.norm(exact)
+    assert 0 < error < 0.5
