@@ -1,13 +1,15 @@
 """The Mimi codec: a streaming decoder from latents to 24 kHz audio, and an encoder.
 
-Decoding is streamed: each convolution keeps the last input samples it needs, each
-transposed convolution keeps the overlap it has not emitted yet, and the decoder
-transformer keeps a bounded window of keys/values. All of it lives in a
-`DecoderState` owned by one stream; the modules themselves hold only weights.
-Decoding N frames in one call or one at a time gives the same audio.
+Both directions are streamed: each convolution keeps the last input samples it
+needs, each transposed convolution keeps the overlap it has not emitted yet, and
+each transformer keeps a bounded window of keys/values. All of it lives in a
+`StreamState` owned by one stream (a `DecoderState` for synthesis, an
+`EncoderState` for a voice prompt); the modules themselves hold only weights.
+Running N frames in one call or a few at a time gives the same result.
 
-The encoder only ever sees a whole voice prompt, so it runs without state, its
-causal convolutions padded as the streaming ones start.
+The encoder is streamed for memory, not latency: its first layers run at 24 kHz
+on 64 channels, so a whole 30 s prompt would need gigabytes of activations at
+once, while chunks of about a second need a few tens of megabytes.
 """
 
 from __future__ import annotations
@@ -22,13 +24,30 @@ from .config import MimiConfig, MimiTransformerConfig, SEANetConfig
 from .kv_cache import WindowKV
 from .layers import Transformer, TransformerLayer
 
+# Frames (1920 samples each) the encoder takes per step: 0.96 s of audio, so the
+# activations stay small, and 192 encoder-transformer steps, so a chunk plus the
+# 250-step context fits the window's buffer without reallocating it.
+ENCODE_CHUNK_FRAMES = 12
+
 
 @dataclass
-class DecoderState:
-    """Everything one decoding stream remembers between calls."""
+class StreamState:
+    """Everything one stream through the encoder or the decoder remembers between calls.
+
+    `conv_history[i]` belongs to the convolution whose `state_slot` is i; slots are
+    numbered separately for each direction, which is why the two get their own types.
+    """
 
     conv_history: list[torch.Tensor | None] = field(default_factory=list)
     transformer_window: WindowKV | None = None
+
+
+class DecoderState(StreamState):
+    """A synthesis stream: latents in, audio out."""
+
+
+class EncoderState(StreamState):
+    """A voice prompt being encoded: audio in, latents out."""
 
 
 class CausalConv1d(nn.Module):
@@ -47,9 +66,9 @@ class CausalConv1d(nn.Module):
         )
         self.pad_mode = pad_mode
         self.history_length = (kernel_size - 1) * dilation + 1 - stride
-        self.state_slot = -1  # index into DecoderState.conv_history, set by the decoder
+        self.state_slot = -1  # index into StreamState.conv_history, set by Mimi
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: StreamState | None = None) -> torch.Tensor:
         if self.history_length <= 0:
             return self.conv(x)
         history = None if state is None else state.conv_history[self.state_slot]
@@ -79,7 +98,7 @@ class CausalConvTranspose1d(nn.Module):
         self.overlap = kernel_size - stride
         self.state_slot = -1
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: StreamState | None = None) -> torch.Tensor:
         y = self.convtr(x)
         if self.overlap <= 0:
             return y
@@ -109,7 +128,7 @@ class ResidualUnit(nn.Module):
             CausalConv1d(hidden, dim, 1, pad_mode=pad_mode),
         ])
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: StreamState | None = None) -> torch.Tensor:
         y = x
         for layer in self.block:
             y = layer(y, state) if isinstance(layer, CausalConv1d) else layer(y)
@@ -133,7 +152,7 @@ class SEANet(nn.Module):
         super().__init__()
         self.model = nn.ModuleList(layers)
 
-    def forward(self, x: torch.Tensor, state: DecoderState | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: StreamState | None = None) -> torch.Tensor:
         for layer in self.model:
             x = layer(x) if isinstance(layer, nn.ELU) else layer(x, state)
         return x
@@ -172,6 +191,14 @@ def build_seanet_decoder(config: SEANetConfig) -> SEANet:
         CausalConv1d(width, config.channels, config.last_kernel_size, pad_mode=config.pad_mode),
     ]
     return SEANet(layers)
+
+
+def _numbered_convs(modules: list[nn.Module]) -> list[nn.Module]:
+    """The streaming convolutions among `modules`, each told its slot in a StreamState."""
+    convs = [m for m in modules if isinstance(m, (CausalConv1d, CausalConvTranspose1d))]
+    for slot, conv in enumerate(convs):
+        conv.state_slot = slot
+    return convs
 
 
 class ProjectedTransformer(nn.Module):
@@ -246,16 +273,12 @@ class Mimi(nn.Module):
             config.outer_dim or upsample_width, upsample_width, 2 * stride, stride,
             groups=upsample_width, bias=False,
         )
-        self._stateful = [
-            module for module in [self.upsample.convtr, *self.decoder.modules()]
-            if isinstance(module, (CausalConv1d, CausalConvTranspose1d))
-        ]
-        for slot, module in enumerate(self._stateful):
-            module.state_slot = slot
+        self._decoder_convs = _numbered_convs([self.upsample.convtr, *self.decoder.modules()])
+        self._encoder_convs = _numbered_convs([*self.encoder.modules(), self.downsample.conv])
 
     def new_decoder_state(self, batch: int = 1) -> DecoderState:
         return DecoderState(
-            conv_history=[None] * len(self._stateful),
+            conv_history=[None] * len(self._decoder_convs),
             transformer_window=self.decoder_transformer.new_window(batch),
         )
 
@@ -266,11 +289,30 @@ class Mimi(nn.Module):
         x = self.decoder_transformer(x, state.transformer_window)
         return self.decoder(x, state)
 
-    def encode(self, audio: torch.Tensor) -> torch.Tensor:
-        """Audio [B, channels, samples] -> latents [B, frames, latent_dim]."""
+    def new_encoder_state(self, batch: int = 1) -> EncoderState:
+        return EncoderState(
+            conv_history=[None] * len(self._encoder_convs),
+            transformer_window=self.encoder_transformer.new_window(batch),
+        )
+
+    def encode(self, audio: torch.Tensor, chunk_frames: int = ENCODE_CHUNK_FRAMES) -> torch.Tensor:
+        """Audio [B, channels, samples] -> latents [B, frames, latent_dim], a chunk at a time.
+
+        Every stage is causal and carries its past across chunks, so the latents are
+        those of one pass over the whole prompt, within float rounding; the memory
+        is that of `chunk_frames` frames, whatever the prompt's length.
+        """
         frame = self.config.samples_per_frame
-        missing = -audio.shape[-1] % frame
-        audio = F.pad(audio, (0, missing))
-        x = self.encoder(audio)
-        x = self.encoder_transformer(x, None)
-        return self.downsample.conv(x).transpose(1, 2)
+        audio = F.pad(audio, (0, -audio.shape[-1] % frame))
+        state = self.new_encoder_state(audio.shape[0])
+        step = chunk_frames * frame
+        return torch.cat([
+            self.encode_chunk(audio[..., start : start + step], state)
+            for start in range(0, audio.shape[-1], step)
+        ], dim=1)
+
+    def encode_chunk(self, audio: torch.Tensor, state: EncoderState) -> torch.Tensor:
+        """Audio [B, channels, k * 1920] continuing `state`'s stream -> latents [B, k, latent_dim]."""
+        x = self.encoder(audio, state)
+        x = self.encoder_transformer(x, state.transformer_window)
+        return self.downsample.conv(x, state).transpose(1, 2)
