@@ -3,8 +3,8 @@
 Encoding a whole prompt at once held activations in proportion to the clip (about
 800 MB for a 30 s clip with the real-size model). These tests pin down the chunking
 itself, which an RSS threshold could only do flakily: the encoder never sees more
-than one chunk, its transformer window is never reallocated, and the result is
-that of one pass over the whole prompt.
+than one chunk, its transformer window is never reallocated, FlowLM takes the
+prompt in pieces too, and the result is that of one pass over the whole prompt.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.support.parity import assert_same_voice_state
 from tests.support.reference_model import FRAME_SAMPLES, reference_tts, reference_voice_state
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine.audio import prepare_prompt, read_audio
+from wyoming_pocket_tts.engine.flow_lm import PREFILL_POSITIONS
 from wyoming_pocket_tts.engine.mimi import ENCODE_CHUNK_FRAMES
 
 
@@ -80,3 +81,17 @@ def test_encoder_never_sees_more_than_one_chunk(model, long_wav, long_prompt):
     assert max(transformer_steps) == ENCODE_CHUNK_FRAMES * FRAME_SAMPLES // hop
     # The window keeps its first buffer: a chunk plus the context fits it.
     assert set(window_sizes) == {2 * model.config.mimi.transformer.context}
+
+
+def test_flow_lm_takes_a_long_prompt_in_pieces(model, long_wav):
+    pieces: list[int] = []
+    hook = model.flow_lm.transformer.register_forward_hook(
+        lambda module, args, output: pieces.append(args[0].shape[1])
+    )
+    try:
+        voice = model.voice_from_audio(long_wav)
+    finally:
+        hook.remove()
+    assert voice.num_positions > 2 * PREFILL_POSITIONS
+    assert max(pieces) == PREFILL_POSITIONS
+    assert sum(pieces) == voice.num_positions
