@@ -76,12 +76,17 @@ class PocketTTS:
     """Everything needed to turn text into audio with one model, shared by all requests."""
 
     def __init__(self, config: ModelConfig, modules: _Modules, tokenizer: Tokenizer,
-                 has_voice_cloning: bool):
+                 has_voice_cloning: bool, weights_path: Path):
         self.config = config
         self.flow_lm = modules.flow_lm
         self.mimi = modules.mimi
         self.tokenizer = tokenizer
         self.has_voice_cloning = has_voice_cloning
+        self.weights_path = weights_path
+        self._encoder_weights = [
+            *self.mimi.encoder.parameters(), *self.mimi.encoder_transformer.parameters(),
+            *self.mimi.downsample.parameters(),
+        ]
         self.text_rules = TextRules(
             replace_characters=dict(config.replace_characters),
             remove_semicolons=config.remove_semicolons,
@@ -122,7 +127,7 @@ class PocketTTS:
         modules.eval().requires_grad_(False)
         _convert_hot_layers(modules, quantize, weights_path)
         _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
-        return cls(config, modules, tokenizer, has_voice_cloning=not missing)
+        return cls(config, modules, tokenizer, has_voice_cloning=not missing, weights_path=weights_path)
 
     @property
     def sample_rate(self) -> int:
@@ -155,6 +160,9 @@ class PocketTTS:
             raise VoiceError("the voice audio is shorter than one frame (80 ms): use a few seconds")
         audio = prepare_prompt(samples, sample_rate, self.sample_rate)
         prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
+        # The encoder is idle until the next voice: let its pages go (about 40 MB for
+        # the standard model); a later voice reads them from the file again.
+        release_file_pages(self._encoder_weights, self.weights_path)
         cache = self.new_cache(prompt.shape[1])
         self.flow_lm.prefill(prompt, cache)
         # The buffer holds exactly the prompt and nothing else refers to it: the voice
