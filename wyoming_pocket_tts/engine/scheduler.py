@@ -3,10 +3,10 @@
 Two threads form a pipeline. The generator thread advances every active job by
 one frame per step, all in one batched FlowLM pass (the weights, which dominate
 the cost, are read once for all), so a short answer is never stuck behind a long
-one. The decoder thread turns those latents into audio
-with Mimi, several frames of a job in one call when it has fallen behind. On two
-cores the halves overlap, and model code never runs on the caller's thread (for
-the server: never on the event loop).
+one. The decoder thread turns those latents into audio with Mimi: everything queued
+since its last call goes in one call, the frames of each job together and the jobs
+as rows of a batch. On two cores the halves overlap, and model code never runs on
+the caller's thread (for the server: never on the event loop).
 
 A job whose consumer has not taken its audio is skipped until it has, so a slow
 reader cannot make the server buffer unbounded audio; a cancelled job is dropped
