@@ -82,3 +82,23 @@ def test_reused_worker_after_errors_keeps_serving(model, voice):
             worker.submit(voice, "   ", OPTIONS)
         job = worker.submit(voice, "Still here.", OPTIONS)
         assert sum(frame.shape[0] for frame in job.frames()) > 0
+
+
+def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
+    """A long backlog of one job is decoded a few frames per call, in order; another
+    job's first frame goes into the very next call instead of waiting behind it all."""
+    from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB
+
+    worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
+    backlog, newcomer = object(), object()
+    worker._decode_queue.extend([(backlog, f"frame {i}", None) for i in range(10)])
+    worker._decode_queue.append((backlog, None, None))
+    worker._decode_queue.append((newcomer, "first frame", None))
+    batches = []
+    while worker._decode_queue:
+        batches.append(worker._next_decode_batch())
+    assert (newcomer, "first frame", None) in batches[0]
+    assert sum(1 for job, frame, _ in batches[0] if job is backlog and frame) < 10
+    assert all(sum(1 for job, frame, _ in batch if job is backlog and frame) <= DECODE_FRAMES_PER_JOB for batch in batches)
+    flattened = [entry for batch in batches for entry in batch if entry[0] is backlog]
+    assert flattened == [(backlog, f"frame {i}", None) for i in range(10)] + [(backlog, None, None)]

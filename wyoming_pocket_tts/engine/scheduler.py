@@ -30,6 +30,9 @@ from .voice import VoiceState
 _LOGGER = logging.getLogger(__name__)
 
 _END = None  # in the decode queue: the job has no more frames
+# Frames of one job per Mimi call: four cost 35% less per frame than one, and a new
+# request's first frame waits at most one such call (about 50 ms, standard model).
+DECODE_FRAMES_PER_JOB = 4
 
 
 class SynthesisJob:
@@ -256,9 +259,27 @@ class SynthesisWorker:
                 self._wake.wait_for(lambda: self._decode_queue or self._closing)
                 if not self._decode_queue:
                     return  # closing, and nothing left to finish
-                batch = list(self._decode_queue)
-                self._decode_queue.clear()
+                batch = self._next_decode_batch()
             self._decode_batch(batch)
+
+    def _next_decode_batch(self) -> list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]:
+        """Take the queue's entries, up to `DECODE_FRAMES_PER_JOB` frames of each job.
+
+        A job's later entries stay queued, in order, for the next call: one call over
+        a long backlog would keep a new request's first frame waiting behind it.
+        """
+        taken, left = [], deque()
+        frames: dict[SynthesisJob, int] = {}
+        for entry in self._decode_queue:
+            job, frame, _ = entry
+            if job in frames and frames[job] >= DECODE_FRAMES_PER_JOB:
+                left.append(entry)
+                continue
+            if frame is not None:
+                frames[job] = frames.get(job, 0) + 1
+            taken.append(entry)
+        self._decode_queue = left
+        return taken
 
     def _decode_batch(
         self, batch: list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]
