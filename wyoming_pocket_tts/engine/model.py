@@ -52,8 +52,9 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
 
 
 def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> None:
-    """The hot linear layers in a faster form: FlowLM's in int8 on request, else float32
-    laid out for oneDNN where that helps (see packed.py); Mimi's stays float32.
+    """The hot linear layers in a faster form: FlowLM's transformer in int8 on request,
+    else in float32 laid out for oneDNN where that helps (see packed.py); Mimi's
+    transformer only ever in the float32 layout (int8 there is audible as hiss).
 
     The float32 pages each conversion replaced are let go at once, one layer at a
     time, so that loading never holds both forms of the whole model.
@@ -71,6 +72,7 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
         for layer in flow_layers:
             convert(pack_linears, layer)
     convert(pack_linears, modules.mimi.decoder_transformer)
+
 
 class PocketTTS:
     """Everything needed to turn text into audio with one model, shared by all requests."""
