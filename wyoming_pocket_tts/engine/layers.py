@@ -23,7 +23,7 @@ KVStore = LinearKV | WindowKV
 class Stream:
     """Where a batch row's positions go: its cache, first position and attention mask."""
 
-    cache: KVStore | None
+    cache: KVStore
     position: int
     mask: torch.Tensor | None
     # The rotary embedding of this row's positions, shared by every layer.
@@ -101,9 +101,7 @@ class SelfAttention(nn.Module):
         outputs = []
         for stream, row in zip(streams, rows, strict=True):
             row_keys = rotate(keys[row], stream.cos, stream.sin)
-            row_values = values[row]
-            if stream.cache is not None:
-                row_keys, row_values = stream.cache.append(layer, row_keys, row_values)
+            row_keys, row_values = stream.cache.append(layer, row_keys, values[row])
             outputs.append(F.scaled_dot_product_attention(
                 rotate(queries[row], stream.cos, stream.sin), row_keys, row_values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
@@ -151,26 +149,20 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.context = context
 
-    def forward(
-        self, x: torch.Tensor, caches: KVStore | Sequence[KVStore] | None
-    ) -> torch.Tensor:
-        """Run the stack over x [B, T, d].
+    def forward(self, x: torch.Tensor, caches: KVStore | Sequence[KVStore]) -> torch.Tensor:
+        """Run the stack over x [B, T, d], continuing the streams in `caches`.
 
-        Without caches the batch is one stateless sequence. With one cache per batch
-        row, each row continues its own stream (batched decoding of concurrent
-        requests: the weights are read once for all of them).
+        One cache for the whole batch, or one per batch row: then each row continues
+        its own stream (batched decoding of concurrent requests: the weights are read
+        once for all of them).
         """
         steps = x.shape[1]
-        if caches is None:
-            streams = [self._stream(None, 0, steps, attention_mask(0, steps, 0, steps, self.context))]
-        else:
-            caches = [caches] if isinstance(caches, LinearKV | WindowKV) else list(caches)
-            streams = [self._continue(cache, steps) for cache in caches]
+        caches = [caches] if isinstance(caches, LinearKV | WindowKV) else list(caches)
+        streams = [self._continue(cache, steps) for cache in caches]
         for index, layer in enumerate(self.layers):
             x = layer(x, index, streams)
         for stream in streams:
-            if stream.cache is not None:
-                stream.cache.advance(steps)
+            stream.cache.advance(steps)
         return x
 
     def _continue(self, cache: KVStore, steps: int) -> Stream:
@@ -182,11 +174,6 @@ class Transformer(nn.Module):
             mask = attention_mask(
                 position, steps, key_start, position + steps - key_start, self.context
             )
-        return self._stream(cache, position, steps, mask)
-
-    def _stream(
-        self, cache: KVStore | None, position: int, steps: int, mask: torch.Tensor | None
-    ) -> Stream:
         attention = self.layers[0].self_attn
         cos, sin = rotation(position, steps, attention.head_dim, attention.max_period)
         return Stream(cache, position, mask, cos, sin)

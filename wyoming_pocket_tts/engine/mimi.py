@@ -77,7 +77,7 @@ class DecoderBatch:
         self.states = list(states)
 
     @property
-    def transformer_window(self) -> list[WindowKV | None]:
+    def transformer_window(self) -> list[WindowKV]:
         return [state.transformer_window for state in self.states]
 
     def history(
@@ -284,7 +284,7 @@ class ProjectedTransformer(nn.Module):
             config.context, batch,
         )
 
-    def forward(self, x: torch.Tensor, window: WindowKV | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, window: WindowKV | list[WindowKV]) -> torch.Tensor:
         x = x.transpose(1, 2)
         if self.input_proj is not None:
             x = self.input_proj(x)
