@@ -29,7 +29,6 @@ from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
 
-_END = None  # in the decode queue: the job has no more frames
 # Frames of one job per Mimi call: four cost 35% less per frame than one, and a new
 # request's first frame waits at most one such call (about 50 ms, standard model).
 DECODE_FRAMES_PER_JOB = 4
