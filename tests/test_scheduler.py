@@ -7,9 +7,11 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.threads import intra_op_threads
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [
@@ -102,3 +104,57 @@ def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
     assert all(sum(1 for job, frame, _ in batch if job is backlog and frame) <= DECODE_FRAMES_PER_JOB for batch in batches)
     flattened = [entry for batch in batches for entry in batch if entry[0] is backlog]
     assert flattened == [(backlog, f"frame {i}", None) for i in range(10)] + [(backlog, None, None)]
+
+
+def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
+    """Each FlowLM step from now on: (whether it fed a text prompt, torch's thread count)."""
+    seen = []
+    step = model.flow_lm.step
+
+    def recording_step(latents, caches, prefix=None):
+        seen.append((prefix is not None, torch.get_num_threads()))
+        return step(latents, caches, prefix)
+
+    monkeypatch.setattr(model.flow_lm, "step", recording_step)
+    return seen
+
+
+def test_text_prompt_gets_every_core_on_an_idle_engine(model, voice, monkeypatch):
+    seen = record_threads_of_steps(model, monkeypatch)
+    with SynthesisWorker(Synthesizer(model), prompt_threads=3) as worker:
+        assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
+        assert torch.get_num_threads() == 1
+    assert seen[0] == (True, 3)
+    assert len(seen) > 1 and set(seen[1:]) == {(False, 1)}
+
+
+def test_text_prompt_stays_on_its_core_while_the_decoder_works(model, voice, monkeypatch):
+    """Raising torch's (process-wide) thread count would take the decoder's core too."""
+    seen = record_threads_of_steps(model, monkeypatch)
+    synthesizer = Synthesizer(model)
+    decode, decoding, release = synthesizer.decode, threading.Event(), threading.Event()
+
+    def held_decode(frames):
+        decoding.set()
+        release.wait(timeout=60)
+        return decode(frames)
+
+    monkeypatch.setattr(synthesizer, "decode", held_decode)
+    with SynthesisWorker(synthesizer, prompt_threads=3) as worker:
+        first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
+        assert decoding.wait(timeout=60)
+        second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
+        wait_until(lambda: sum(prompt for prompt, _ in seen) == 2)
+        release.set()
+        for job in (first, second):
+            assert sum(frame.shape[0] for frame in job.frames()) > 0
+    prompts = [threads for prompt, threads in seen if prompt]
+    assert prompts == [3, 1]
+
+
+def test_thread_count_comes_back_after_a_failed_pass():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="failed"), intra_op_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+        raise RuntimeError("failed")
+    assert torch.get_num_threads() == before

@@ -6,7 +6,9 @@ the cost, are read once for all), so a short answer is never stuck behind a long
 one. The decoder thread turns those latents into audio with Mimi: everything queued
 since its last call goes in one call, the frames of each job together and the jobs
 as rows of a batch. On two cores the halves overlap, and model code never runs on
-the caller's thread (for the server: never on the event loop).
+the caller's thread (for the server: never on the event loop). A request's text
+prompt, the first thing its listener waits for, gets every core when the decoder
+has nothing to do.
 
 A job whose consumer has not taken its audio is skipped until it has, so a slow
 reader cannot make the server buffer unbounded audio; a cancelled job is dropped
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
+from .threads import available_cores
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
@@ -116,18 +119,21 @@ class SynthesisWorker:
 
     def __init__(
         self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1,
-        max_batch: int = 8,
+        max_batch: int = 8, prompt_threads: int | None = None,
     ):
         self.synthesizer = synthesizer
         self.max_buffered_frames = max_buffered_frames
         self.max_batch = max_batch
         self.threads_per_stage = threads_per_stage
+        # Threads for a text prompt's pass while the decoder is idle: all the cores.
+        self.prompt_threads = prompt_threads or available_cores()
         self._jobs: deque[SynthesisJob] = deque()
         self._decode_queue: deque[tuple[SynthesisJob, LatentFrame | None, Exception | None]] = (
             deque()
         )
         self._wake = threading.Condition()
         self._closing = False
+        self._decoding = False
         self._threads = [
             threading.Thread(target=self._generate, name="flowlm", daemon=True),
             threading.Thread(target=self._decode, name="mimi", daemon=True),
@@ -221,10 +227,16 @@ class SynthesisWorker:
             self._decode_queue.append((job, frame, error))
             self._wake.notify_all()
 
+    def _decoder_idle(self) -> bool:
+        """Nothing to decode: it stays so until this (the generator) thread queues a frame."""
+        with self._wake:
+            return not self._decoding and not self._decode_queue
+
     def _generate(self) -> None:
         while (jobs := self._runnable()) is not None:
+            threads = self.prompt_threads if self._decoder_idle() else self.threads_per_stage
             try:
-                frames = self.synthesizer.advance([job._utterance for job in jobs])
+                frames = self.synthesizer.advance([job._utterance for job in jobs], threads)
             except Exception as error:  # report to these requests; keep serving the others
                 _LOGGER.exception("synthesis failed")
                 for job in jobs:
@@ -255,10 +267,12 @@ class SynthesisWorker:
     def _decode(self) -> None:
         while True:
             with self._wake:
+                self._decoding = False
                 self._wake.wait_for(lambda: self._decode_queue or self._closing)
                 if not self._decode_queue:
                     return  # closing, and nothing left to finish
                 batch = self._next_decode_batch()
+                self._decoding = True
             self._decode_batch(batch)
 
     def _next_decode_batch(self) -> list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]:

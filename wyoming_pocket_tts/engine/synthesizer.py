@@ -24,6 +24,7 @@ from .kv_cache import LinearKV
 from .mimi import DecoderBatch, DecoderState
 from .model import PocketTTS
 from .text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
+from .threads import intra_op_threads
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
@@ -220,11 +221,16 @@ class Synthesizer:
         self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
 
     @torch.inference_mode()
-    def advance(self, utterances: Sequence[Utterance]) -> list[LatentFrame | None]:
+    def advance(
+        self, utterances: Sequence[Utterance], prompt_threads: int | None = None
+    ) -> list[LatentFrame | None]:
         """One FlowLM step for each utterance, batched: the weights are read once for all.
 
-        A chunk's first step also feeds its text, so it runs on its own. Returns a frame
-        per utterance, or None where a chunk ended (or the utterance is finished).
+        A chunk's first step also feeds its text, so it runs on its own, with
+        `prompt_threads` intra-op threads if given: it is compute-bound (a dozen rows
+        or more through every weight) and it is what a listener waits for first.
+        Returns a frame per utterance, or None where a chunk ended (or the utterance
+        is finished).
         """
         frames: dict[int, LatentFrame] = {}
         ready = [u for u in utterances if u._ready() is not None]
@@ -236,9 +242,10 @@ class Synthesizer:
         for group in groups:
             prefix = group[0]._progress.text_embeddings
             group[0]._progress.text_embeddings = None
-            z = flow_lm.step(
-                torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefix
-            )
+            with intra_op_threads(prompt_threads if prefix is not None else None):
+                z = flow_lm.step(
+                    torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefix
+                )
             eos_logits = flow_lm.eos_logit(z).tolist()
             rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
             if not rows:
