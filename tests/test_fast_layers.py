@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import safetensors.torch
@@ -77,3 +81,34 @@ def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
     assert exact.shape == approximate.shape
     error = np.linalg.norm(approximate - exact) / np.linalg.norm(exact)
     assert 0 < error < 0.5
+
+
+ROW_COUNTS_PROGRAM = """
+import torch
+from torch import nn
+from wyoming_pocket_tts.engine.packed import PackedLinear
+
+def resident_mb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+layer = PackedLinear(nn.Linear(64, 64))
+with torch.inference_mode():
+    for rows in range(1, 601):
+        layer(torch.randn(rows, 64))
+        if rows == 300:
+            halfway = resident_mb()
+print(resident_mb() - halfway)
+"""
+
+
+@needs_packing
+def test_kernels_compiled_for_new_row_counts_stay_bounded():
+    """Every text length is a new matrix shape for oneDNN, which compiles and keeps a
+    kernel for it (about 0.6 MB): unbounded, 300 more shapes would take ~180 MB."""
+    environment = {k: v for k, v in os.environ.items() if not k.endswith("CACHE_CAPACITY")}
+    done = subprocess.run(
+        [sys.executable, "-c", ROW_COUNTS_PROGRAM], capture_output=True, text=True, check=True,
+        env=environment,
+    )
+    assert float(done.stdout) < 40
