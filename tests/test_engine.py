@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tests.support.parity import assert_same_voice_state
 from tests.support.reference_model import (
     FRAME_SAMPLES,
     reference_synthesize,
     reference_tts,
     reference_voice_state,
 )
-from tests.support.parity import assert_same_voice_state
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine import kv_cache
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, LatentFrame, Synthesizer

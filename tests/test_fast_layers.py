@@ -14,7 +14,13 @@ from torch import nn
 
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.packed import PackedLinear, pack_linears, packing_supported
+from wyoming_pocket_tts.engine.packed import (
+    ROW_STEP,
+    PackedLinear,
+    pack_linears,
+    packing_supported,
+    padded_rows,
+)
 from wyoming_pocket_tts.engine.quantize import int8_backend
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -24,7 +30,8 @@ OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=8)
 
 @needs_packing
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("shape", [(1, 96), (5, 96), (2, 3, 96)])
+# 11 and 3 x 5 rows are padded to a multiple of 4 inside the layer; the extra rows never show.
+@pytest.mark.parametrize("shape", [(1, 96), (5, 96), (2, 3, 96), (11, 96), (3, 5, 96)])
 def test_packed_linear_equals_linear(bias, shape):
     linear = nn.Linear(96, 80, bias=bias)
     x = torch.randn(*shape)
@@ -83,20 +90,29 @@ def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
     assert 0 < error < 0.5
 
 
+def test_text_prompts_of_any_length_meet_few_matrix_shapes():
+    """Up to 64 rows (a 50-token prompt, a 64-position voice piece) in 22 shapes, one per
+    batch size of 1-8 streams and 14 for longer inputs, each at most 3 rows too many."""
+    assert [padded_rows(rows) for rows in range(1, 9)] == list(range(1, 9))
+    assert len({padded_rows(rows) for rows in range(1, 65)}) == 22
+    assert all(0 <= padded_rows(rows) - rows < ROW_STEP for rows in range(1, 600))
+    assert all(padded_rows(16 * frames) == 16 * frames for frames in range(1, 33))  # Mimi
+
+
 ROW_COUNTS_PROGRAM = """
 import torch
 from torch import nn
-from wyoming_pocket_tts.engine.packed import PackedLinear
+from wyoming_pocket_tts.engine.packed import EXACT_ROWS, ROW_STEP, PackedLinear
 
 def resident_mb():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
-layer = PackedLinear(nn.Linear(64, 64))
+layer = PackedLinear(nn.Linear(8, 8))
 with torch.inference_mode():
-    for rows in range(1, 601):
-        layer(torch.randn(rows, 64))
-        if rows == 300:
+    for shape in range(1, 601):  # each a row count oneDNN has not met before
+        layer(torch.randn(EXACT_ROWS + shape * ROW_STEP, 8))
+        if shape == 300:
             halfway = resident_mb()
 print(resident_mb() - halfway)
 """
