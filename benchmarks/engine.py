@@ -3,12 +3,14 @@
 Builds a real-size random-weight model of the chosen family (cached), then runs
 each engine in a child process of its own, so that each keeps its own thread
 settings (the reference sets torch to one thread when imported) and its peak
-memory is its own. For each engine it prints:
+memory is its own. The engines take turns, one child each per round for --runs
+rounds, so that a slow spell of the machine (they last minutes here) falls on all
+of them; every figure is the median over the rounds. For each engine it prints:
 
 * start-up: seconds from nothing to a loaded model,
 * time to first audio: request to the first decoded frame, voice already loaded,
-  for a short sentence (median of --runs),
-* speed: audio seconds per wall second for a 60-word paragraph (median of --runs),
+  for a short sentence (each round: the median of FIRST_AUDIO_SAMPLES requests),
+* speed: audio seconds per wall second for a 60-word paragraph,
 * peak resident memory with the model and three voices loaded,
 * (ours only: the reference is not safe to share between threads) four
   concurrent streams: aggregate audio seconds per wall second, and the slowest
@@ -31,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("reference", "ours", "ours-int8")
+FIRST_AUDIO_SAMPLES = 5
 SHORT = "Done, the kitchen light is on."
 PARAGRAPH = (
     "Good morning! It is seven thirty, and the weather in the city is mild: fourteen degrees, "
@@ -44,7 +47,7 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(config: Path, voices: list[Path], runs: int, quantize: bool = False) -> dict:
+def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
@@ -84,12 +87,10 @@ def run_ours(config: Path, voices: list[Path], runs: int, quantize: bool = False
         total = sum(job.samples for job in jobs) / model.sample_rate
         return total / (time.perf_counter() - started), min(speeds)
 
-    results = _measure(startup, first_audio, speed, runs)
+    results = _measure(startup, first_audio, speed)
     if quantize:
         results["int8_error"] = _int8_error(config, model, loaded[0])
-    aggregate, slowest = zip(*(concurrent() for _ in range(runs)), strict=True)
-    results["concurrent_x"] = statistics.median(aggregate)
-    results["slowest_stream_x"] = statistics.median(slowest)
+    results["concurrent_x"], results["slowest_stream_x"] = concurrent()
     return results
 
 
@@ -129,7 +130,7 @@ def _drain(job, started: float) -> float:
     return samples / 24000 / (time.perf_counter() - started)
 
 
-def run_reference(config: Path, voices: list[Path], runs: int) -> dict:
+def run_reference(config: Path, voices: list[Path]) -> dict:
     from pocket_tts import TTSModel
 
     started = time.perf_counter()
@@ -151,22 +152,22 @@ def run_reference(config: Path, voices: list[Path], runs: int) -> dict:
         samples = sum(chunk.shape[0] for chunk in model.generate_audio_stream(states[0], PARAGRAPH))
         return samples / model.sample_rate / (time.perf_counter() - started)
 
-    return _measure(startup, first_audio, speed, runs)
+    return _measure(startup, first_audio, speed)
 
 
-def _measure(startup: float, first_audio, speed, runs: int) -> dict:
+def _measure(startup: float, first_audio, speed) -> dict:
     first_audio()  # warm-up: lazy initialisation is not what we measure
     return {
         "startup_s": startup,
-        "first_audio_ms": 1000 * statistics.median(first_audio() for _ in range(runs)),
-        "speed_x": statistics.median(speed() for _ in range(runs)),
+        "first_audio_ms": 1000 * statistics.median(first_audio() for _ in range(FIRST_AUDIO_SAMPLES)),
+        "speed_x": speed(),
         "peak_rss_mb": _peak_rss_mb(),
     }
 
 
-def _child(engine: str, config: Path, voices: list[Path], runs: int) -> dict:
+def _child(engine: str, config: Path, voices: list[Path]) -> dict:
     command = [
-        sys.executable, __file__, "--child", engine, "--config", str(config), "--runs", str(runs),
+        sys.executable, __file__, "--child", engine, "--config", str(config),
         *[arg for voice in voices for arg in ("--voice", str(voice))],
     ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
@@ -186,10 +187,10 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child == "reference":
-        print(json.dumps(run_reference(args.config, args.voice, args.runs)))
+        print(json.dumps(run_reference(args.config, args.voice)))
         return
     if args.child:
-        print(json.dumps(run_ours(args.config, args.voice, args.runs, args.child == "ours-int8")))
+        print(json.dumps(run_ours(args.config, args.voice, args.child == "ours-int8")))
         return
 
     sys.path.insert(0, str(ROOT))
@@ -200,7 +201,14 @@ def main() -> None:
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
     built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
     voices = [write_voice_wav(directory / f"voice{i}.wav", seconds=5.0, seed=i) for i in range(3)]
-    results = {engine: _child(engine, built.config_path, voices, args.runs) for engine in ENGINES}
+    rounds = []
+    for round_number in range(1, args.runs + 1):
+        print(f"round {round_number} of {args.runs}: {', '.join(ENGINES)}", flush=True)
+        rounds.append({engine: _child(engine, built.config_path, voices) for engine in ENGINES})
+    results = {
+        engine: {key: statistics.median(r[engine][key] for r in rounds) for key in rounds[0][engine]}
+        for engine in ENGINES
+    }
     rows = [
         ("start-up to loaded model (s)", "startup_s", "{:.2f}"),
         ("time to first audio (ms)", "first_audio_ms", "{:.0f}"),
@@ -209,7 +217,7 @@ def main() -> None:
         ("4 concurrent streams, aggregate speed", "concurrent_x", "{:.2f}"),
         ("4 concurrent streams, slowest stream", "slowest_stream_x", "{:.2f}"),
     ]
-    print(f"\nmodel {args.model}, {args.runs} runs (median); machine: {_machine()}")
+    print(f"\nmodel {args.model}, {args.runs} rounds (median); machine: {_machine()}")
     print(f"{'':38} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
     for label, key, fmt in rows:
         cells = []
