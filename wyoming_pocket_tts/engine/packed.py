@@ -30,6 +30,7 @@ ROW_STEP = 4
 
 
 def padded_rows(rows: int) -> int:
+    """How many rows oneDNN is given for `rows` rows of input."""
     return rows if rows <= EXACT_ROWS else -(-rows // ROW_STEP) * ROW_STEP
 
 
