@@ -48,8 +48,9 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
         count = rows.shape[0]
-        if padded_rows(count) != count:
-            rows = F.pad(rows, (0, 0, 0, padded_rows(count) - count))
+        padded = padded_rows(count)
+        if padded != count:
+            rows = F.pad(rows, (0, 0, 0, padded - count))
         y = torch.ops.mkldnn._linear_pointwise(rows, self.packed_weight, self.bias, "none", [], "")
         return y[:count].view(*x.shape[:-1], self.out_features)
 
