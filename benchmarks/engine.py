@@ -51,11 +51,13 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
     started = time.perf_counter()
-    model = PocketTTS.load(config, quantize=quantize)
+    # Loaded as the server loads: on a thread that ends with it (see engine/threads.py).
+    model = run_on_own_thread(PocketTTS.load, config, quantize=quantize)
     startup = time.perf_counter() - started
-    loaded = [model.voice_from_audio(v) for v in voices]
+    loaded = run_on_own_thread(lambda: [model.voice_from_audio(v) for v in voices])
     worker = SynthesisWorker(Synthesizer(model))
     worker.start()
 
@@ -100,6 +102,7 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> float:
 
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
     reference = PocketTTS.load(config)
     (chunk,) = Synthesizer(reference).chunks(SHORT)

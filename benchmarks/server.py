@@ -114,9 +114,11 @@ def _load_ours(config: Path, voice: Path) -> LoadedEngine:
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
-    model = PocketTTS.load(config)
-    state = model.voice_from_audio(voice)
+    # Loaded as the server loads: on a thread that ends with it (see engine/threads.py).
+    model = run_on_own_thread(PocketTTS.load, config)
+    state = run_on_own_thread(model.voice_from_audio, voice)
     worker = SynthesisWorker(Synthesizer(model))
     worker.start()
     return LoadedEngine(partial(worker.stream, state), model.sample_rate, worker.close)

@@ -21,6 +21,12 @@ TEXTS = [
 ]
 
 
+def on_new_thread(fn) -> None:
+    thread = threading.Thread(target=fn)
+    thread.start()
+    thread.join()
+
+
 def wait_until(condition, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -120,12 +126,28 @@ def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
 
 
 def test_text_prompt_gets_every_core_on_an_idle_engine(model, voice, monkeypatch):
+    """Only the prompt: later steps, and Mimi beside them, keep one core each, even
+    when other threads set torch's count (loading a voice sets it to every core)."""
     seen = record_threads_of_steps(model, monkeypatch)
-    with SynthesisWorker(Synthesizer(model), prompt_threads=3) as worker:
-        assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
-        assert torch.get_num_threads() == 1
+    synthesizer = Synthesizer(model)
+    decode, decoding_threads = synthesizer.decode, set()
+
+    def recording_decode(frames):
+        decoding_threads.add(torch.get_num_threads())
+        return decode(frames)
+
+    monkeypatch.setattr(synthesizer, "decode", recording_decode)
+    callers_count = torch.get_num_threads()
+    try:
+        with SynthesisWorker(synthesizer, prompt_threads=3) as worker:
+            on_new_thread(lambda: torch.set_num_threads(4))
+            assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
+    finally:
+        on_new_thread(lambda: torch.set_num_threads(callers_count))
+    assert torch.get_num_threads() == callers_count
     assert seen[0] == (True, 3)
     assert len(seen) > 1 and set(seen[1:]) == {(False, 1)}
+    assert decoding_threads == {1}
 
 
 def test_text_prompt_stays_on_its_core_while_the_decoder_works(model, voice, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
+from wyoming_pocket_tts.engine.model import PocketTTS
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
@@ -187,3 +189,43 @@ def test_a_yaml_model_advertises_the_languages_given(tiny_model):
     assert serve.resolve_model(
         parse(["--model", str(tiny_model.config_path)], {})
     ).description.languages == ("en",)
+
+
+def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_wav, monkeypatch):
+    """Loading uses every core on a thread of its own, so that no long-lived thread
+    keeps OpenMP workers that would slow the synthesis worker (engine/threads.py)."""
+    loaded_on: list[tuple[str, threading.Thread]] = []
+    load_model, voice_loader = PocketTTS.load, serve._voice_loader
+
+    def recording_load(*args, **kwargs):
+        loaded_on.append(("model", threading.current_thread()))
+        return load_model(*args, **kwargs)
+
+    def recording_voice_loader(*args):
+        load_voice = voice_loader(*args)
+
+        def load(source):
+            loaded_on.append(("voice", threading.current_thread()))
+            return load_voice(source)
+
+        return load
+
+    still_running = []
+
+    async def serve_nothing(*args) -> None:  # while serving: loading threads are gone
+        for _, thread in loaded_on:
+            thread.join(timeout=30)
+            still_running.append(thread.is_alive())
+
+    monkeypatch.setattr(PocketTTS, "load", recording_load)
+    monkeypatch.setattr(serve, "_voice_loader", recording_voice_loader)
+    monkeypatch.setattr(serve, "_run_server", serve_nothing)
+    args = parse(
+        ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
+         "--download-dir", str(tmp_path), "--local-files-only"],
+        {},
+    )
+    assert serve.main(args) == 0
+    assert [what for what, _ in loaded_on] == ["model", "voice"]
+    assert all(thread is not threading.main_thread() for _, thread in loaded_on)
+    assert still_running == [False, False]

@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,6 +33,7 @@ from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread
 from wyoming_pocket_tts.engine.voice import VoiceState
 from wyoming_pocket_tts.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.info import ModelDescription, build_info
@@ -293,8 +293,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         served = resolve_model(args)
-        model = PocketTTS.load(
-            served.config, served.weights_path, served.tokenizer_path, quantize=args.quantize
+        model = run_on_own_thread(
+            PocketTTS.load,
+            served.config, served.weights_path, served.tokenizer_path, quantize=args.quantize,
         )
     except (EngineError, CatalogError, DownloadError) as err:
         _LOGGER.error("Cannot load the model: %s", err)
@@ -307,7 +308,8 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
         voice_from_file(Path(args.voice)) if args.voice and Path(args.voice).is_file() else None
     )
     sources = _voice_sources(served, args.voices_dir, explicit)
-    loader_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="voice-loader")
+    # A voice is encoded on every core, on a thread that ends with it (see engine/threads.py).
+    voice_loader = OwnThreadExecutor("voice-loader")
     worker = SynthesisWorker(Synthesizer(model), max_buffered_frames=MAX_BUFFERED_FRAMES)
     worker.start()
     try:
@@ -317,7 +319,7 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
                 load=_voice_loader(model, served, args),
                 default_voice=_default_voice(args, served, sources()),
                 max_loaded=args.max_loaded_voices,
-                executor=loader_thread,
+                executor=voice_loader,
             )
             startup = list(dict.fromkeys([voices.default_voice, *args.preload_voice]))
             if len(startup) > args.max_loaded_voices:
@@ -349,7 +351,7 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
         return 0
     finally:
         worker.close()
-        loader_thread.shutdown(wait=False, cancel_futures=True)
+        voice_loader.shutdown(wait=False, cancel_futures=True)
 
 
 async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:

@@ -8,7 +8,9 @@ since its last call goes in one call, the frames of each job together and the jo
 as rows of a batch. On two cores the halves overlap, and model code never runs on
 the caller's thread (for the server: never on the event loop). A request's text
 prompt, the first thing its listener waits for, gets every core when the decoder
-has nothing to do.
+has nothing to do; it gets them in full only if no other long-lived thread of the
+process ran torch on several cores (load the model and voices with
+`threads.run_on_own_thread`; the reason is in threads.py).
 
 A job whose consumer has not taken its audio is skipped until it has, so a slow
 reader cannot make the server buffer unbounded audio; a cancelled job is dropped
@@ -24,10 +26,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import torch
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
-from .threads import available_cores
+from .threads import available_cores, use_cores
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
@@ -140,9 +141,9 @@ class SynthesisWorker:
         ]
 
     def start(self) -> None:
-        # Each stage is one thread of ours; more intra-op threads per stage only pay on
-        # machines with cores to spare (and hurt badly on oversubscribed ones).
-        torch.set_num_threads(self.threads_per_stage)
+        # Each stage is one thread of ours, and each sets its own count (the count is
+        # per thread, see threads.py): more intra-op threads per stage only pay on
+        # machines with cores to spare, and hurt badly on oversubscribed ones.
         for thread in self._threads:
             thread.start()
 
@@ -232,7 +233,9 @@ class SynthesisWorker:
         with self._wake:
             return not self._decoding and not self._decode_queue
 
+
     def _generate(self) -> None:
+        use_cores(self.threads_per_stage)
         while (jobs := self._runnable()) is not None:
             threads = self.prompt_threads if self._decoder_idle() else self.threads_per_stage
             try:
@@ -265,6 +268,7 @@ class SynthesisWorker:
     # -- decoder thread (Mimi) ----------------------------------------------------
 
     def _decode(self) -> None:
+        use_cores(self.threads_per_stage)
         while True:
             with self._wake:
                 self._decoding = False

@@ -1,19 +1,36 @@
-"""How many cores torch's operators may use, and around which work.
+"""How many cores torch's operators may use, on which threads, and around which work.
 
-torch has a single intra-op thread count for the whole process: setting it from
-one thread changes it for every thread. The synthesis worker keeps it at one per
-pipeline stage (FlowLM and Mimi each on a core of their own) and raises it only
-around work that runs while the other stage has nothing to do, such as a new
-request's text prompt on an idle engine.
+torch's intra-op thread count belongs to each OS thread: a thread takes the value
+last set anywhere in the process when it first runs a parallel operator (or asks
+for the count), and from then on only its own `torch.set_num_threads` calls change
+it. Each thread that
+runs a parallel operator on several cores also gets OpenMP workers of its own
+(libgomp keeps a pool per thread) for as long as it lives.
+
+Those pools are why multi-core work that is not synthesis (loading the model,
+encoding a voice) runs on a thread of its own that ends with it: once the pools of
+a process hold more threads than it has cores, libgomp makes every idle worker
+sleep at once instead of spinning, so each of the hundreds of operators in a pass
+has to wake it again. Measured on two cores: a text prompt's pass took 45 ms with
+one pool and 55-70 ms after the loading thread had kept a pool of its own.
+
+The synthesis worker keeps its two threads at one core each (FlowLM and Mimi
+side by side) and raises the count only around work that runs while the other
+stage has nothing to do, such as a new request's text prompt on an idle engine.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 def available_cores() -> int:
@@ -24,9 +41,20 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def use_cores(count: int) -> None:
+    """Fix this thread's intra-op thread count for good.
+
+    Only asking torch first makes it stick: a thread's first parallel operator (or
+    count query) resets the count to the last value set on any thread, unless the
+    thread asked before.
+    """
+    torch.get_num_threads()
+    torch.set_num_threads(count)
+
+
 @contextmanager
 def intra_op_threads(count: int | None) -> Iterator[None]:
-    """Let torch's operators use `count` threads inside the block (None: leave as is)."""
+    """Let torch's operators on this thread use `count` threads inside the block (None: as is)."""
     previous = torch.get_num_threads()
     if count is None or count == previous:
         yield
@@ -36,3 +64,53 @@ def intra_op_threads(count: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+class OwnThreadExecutor(Executor):
+    """Runs each call on a new thread with every core, one call at a time.
+
+    The thread, and the OpenMP workers it started, end with the call (see the
+    module docstring); one at a time, because two such calls would share the
+    cores anyway.
+    """
+
+    def __init__(self, name: str = "torch-work") -> None:
+        self._name = name
+        self._one_at_a_time = threading.Lock()
+        self._calls: dict[Future, threading.Thread] = {}  # submitted, not yet finished
+        self._closed = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self._closed:
+            raise RuntimeError("cannot submit after shutdown")
+        future: Future[T] = Future()
+
+        def run() -> None:
+            with self._one_at_a_time:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        use_cores(available_cores())
+                        future.set_result(fn(*args, **kwargs))
+                    except Exception as error:  # handed to whoever waits on the future
+                        future.set_exception(error)
+            del self._calls[future]
+
+        thread = threading.Thread(target=run, name=self._name)
+        self._calls[future] = thread
+        thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """`cancel_futures`: calls still waiting for their turn never run."""
+        self._closed = True
+        calls = list(self._calls.items())
+        if cancel_futures:
+            for future, _ in calls:
+                future.cancel()  # a no-op for the call that is running
+        for _, thread in calls if wait else ():
+            thread.join()
+
+
+def run_on_own_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` on a thread of its own with every core; waits for the result."""
+    return OwnThreadExecutor().submit(fn, *args, **kwargs).result()

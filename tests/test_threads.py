@@ -1,0 +1,129 @@
+"""Which threads run torch on several cores, and that their OpenMP workers do not outlive them."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import CancelledError
+from pathlib import Path
+
+import pytest
+import torch
+
+from wyoming_pocket_tts.engine import threads
+from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread, use_cores
+
+TASKS = Path("/proc/self/task")
+
+
+def on_new_thread(fn: Callable[[], object]) -> object:
+    """`fn()` on a thread that lives only for it: a fresh per-thread torch state."""
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(result=fn()))
+    thread.start()
+    thread.join()
+    return box["result"]
+
+
+def multi_core_work() -> int:
+    """Enough work for torch to start OpenMP workers; the thread count it ran with."""
+    a = torch.randn(512, 512)
+    (a @ a).sum()
+    return torch.get_num_threads()
+
+
+@pytest.fixture(autouse=True)
+def keep_process_count():
+    """Give back the count new threads start with, which the tests here change."""
+    process_wide = on_new_thread(torch.get_num_threads)
+    yield
+    on_new_thread(lambda: torch.set_num_threads(process_wide))
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def thread_count() -> int:
+    return len(list(TASKS.iterdir()))
+
+
+@pytest.mark.skipif(not TASKS.is_dir(), reason="counts the threads in /proc")
+def test_workers_of_an_own_thread_end_with_it(monkeypatch):
+    """The point of running loads on their own thread: a long-lived thread (here, the
+    one below; in the server, the event loop's) never gets a pool of OpenMP workers."""
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+
+    def long_lived() -> tuple[int, bool]:
+        # Whatever torch starts once per process, started on a thread that ends.
+        on_new_thread(lambda: run_on_own_thread(multi_core_work))
+        before = thread_count()
+        assert run_on_own_thread(multi_core_work) == 2
+        return before, wait_until(lambda: thread_count() == before)
+
+    before, back = on_new_thread(long_lived)
+    assert back, f"{thread_count() - before} more threads than before"
+
+
+def test_own_thread_uses_every_core_and_returns_or_raises(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 3)
+    caller = threading.current_thread()
+    assert run_on_own_thread(
+        lambda: (threading.current_thread() is not caller, torch.get_num_threads())
+    ) == (True, 3)
+
+    def fail() -> None:
+        raise ValueError("bad voice file")
+
+    with pytest.raises(ValueError, match="bad voice file"):
+        run_on_own_thread(fail)
+
+
+def test_calls_run_one_at_a_time_and_waiting_ones_can_be_cancelled():
+    executor = OwnThreadExecutor()
+    release, running = threading.Event(), threading.Event()
+    overlapping = []
+
+    def hold() -> str:
+        running.set()
+        release.wait(timeout=60)
+        return "first"
+
+    first = executor.submit(hold)
+    assert running.wait(timeout=60)
+    second = executor.submit(lambda: overlapping.append(True))
+    executor.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    assert first.result(timeout=60) == "first"
+    with pytest.raises(CancelledError):
+        second.result(timeout=60)
+    assert overlapping == []
+    with pytest.raises(RuntimeError, match="shutdown"):
+        executor.submit(hold)
+
+
+def test_a_threads_count_is_its_own_once_set():
+    """torch resets a thread's count to the last one set anywhere at its first parallel
+    operator, unless the thread asked first: `use_cores` must survive that (the
+    synthesis worker's threads start before voices load on every core)."""
+
+    def worker_thread() -> int:
+        use_cores(1)
+        on_new_thread(lambda: torch.set_num_threads(3))
+        return multi_core_work()
+
+    assert on_new_thread(worker_thread) == 1
+
+
+def test_available_cores_follows_the_affinity():
+    if hasattr(os, "sched_getaffinity"):
+        assert threads.available_cores() == len(os.sched_getaffinity(0))
+    else:
+        assert threads.available_cores() >= 1
