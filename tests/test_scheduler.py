@@ -125,18 +125,26 @@ def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
     return seen
 
 
-def test_text_prompt_gets_every_core_on_an_idle_engine(model, voice, monkeypatch):
-    """Only the prompt: later steps, and Mimi beside them, keep one core each, even
-    when other threads set torch's count (loading a voice sets it to every core)."""
-    seen = record_threads_of_steps(model, monkeypatch)
-    synthesizer = Synthesizer(model)
-    decode, decoding_threads = synthesizer.decode, set()
+def record_decodes(synthesizer, monkeypatch) -> list[tuple[str, int, int]]:
+    """Each Mimi call from now on: (thread name, torch's thread count, frames)."""
+    seen = []
+    decode = synthesizer.decode
 
     def recording_decode(frames):
-        decoding_threads.add(torch.get_num_threads())
+        seen.append((threading.current_thread().name, torch.get_num_threads(), len(frames)))
         return decode(frames)
 
     monkeypatch.setattr(synthesizer, "decode", recording_decode)
+    return seen
+
+
+def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(model, voice, monkeypatch):
+    """What the listener waits for (the prompt pass, then decoding its first frame)
+    runs on every core; later steps, and Mimi beside them, keep one core each, even
+    when other threads set torch's count (loading a voice sets it to every core)."""
+    seen = record_threads_of_steps(model, monkeypatch)
+    synthesizer = Synthesizer(model)
+    decodes = record_decodes(synthesizer, monkeypatch)
     callers_count = torch.get_num_threads()
     try:
         with SynthesisWorker(synthesizer, prompt_threads=3) as worker:
@@ -147,18 +155,23 @@ def test_text_prompt_gets_every_core_on_an_idle_engine(model, voice, monkeypatch
     assert torch.get_num_threads() == callers_count
     assert seen[0] == (True, 3)
     assert len(seen) > 1 and set(seen[1:]) == {(False, 1)}
-    assert decoding_threads == {1}
+    assert decodes[0] == ("flowlm", 3, 1)
+    assert len(decodes) > 1 and {(name, threads) for name, threads, _ in decodes[1:]} == {("mimi", 1)}
 
 
-def test_text_prompt_stays_on_its_core_while_the_decoder_works(model, voice, monkeypatch):
-    """Raising torch's (process-wide) thread count would take the decoder's core too."""
+def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
+    model, voice, monkeypatch
+):
+    """More threads for FlowLM while Mimi works would take the decoder's core."""
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
+    decodes = record_decodes(synthesizer, monkeypatch)
     decode, decoding, release = synthesizer.decode, threading.Event(), threading.Event()
 
     def held_decode(frames):
-        decoding.set()
-        release.wait(timeout=60)
+        if threading.current_thread().name == "mimi":
+            decoding.set()
+            release.wait(timeout=60)
         return decode(frames)
 
     monkeypatch.setattr(synthesizer, "decode", held_decode)
@@ -172,6 +185,7 @@ def test_text_prompt_stays_on_its_core_while_the_decoder_works(model, voice, mon
             assert sum(frame.shape[0] for frame in job.frames()) > 0
     prompts = [threads for prompt, threads in seen if prompt]
     assert prompts == [3, 1]
+    assert [threads for name, threads, _ in decodes if name == "flowlm"] == [3]  # first's only
 
 
 def test_thread_count_comes_back_after_a_failed_pass():

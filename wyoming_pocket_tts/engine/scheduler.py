@@ -6,9 +6,10 @@ the cost, are read once for all), so a short answer is never stuck behind a long
 one. The decoder thread turns those latents into audio with Mimi: everything queued
 since its last call goes in one call, the frames of each job together and the jobs
 as rows of a batch. On two cores the halves overlap, and model code never runs on
-the caller's thread (for the server: never on the event loop). A request's text
-prompt, the first thing its listener waits for, gets every core when the decoder
-has nothing to do; it gets them in full only if no other long-lived thread of the
+the caller's thread (for the server: never on the event loop). What a new
+request's listener waits for, its text prompt's pass and then the decoding of its
+first frame, runs on the generator thread with every core when the decoder has
+nothing to do; it gets them in full only if no other long-lived thread of the
 process ran torch on several cores (load the model and voices with
 `threads.run_on_own_thread`; the reason is in threads.py).
 
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
-from .threads import available_cores, use_cores
+from .threads import available_cores, intra_op_threads, use_cores
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
@@ -247,10 +248,11 @@ class SynthesisWorker:
                     self._retire(job)
                     self._to_decoder(job, None, error)
                 continue
+            firsts = self._decode_first_frames(jobs, frames)
             for job, frame in zip(jobs, frames, strict=True):
-                if frame is not None:
+                if frame is not None and job not in firsts:
                     self._to_decoder(job, frame, None)
-                elif job._utterance.finished:
+                elif frame is None and job._utterance.finished:
                     self._retire(job)
                     self._to_decoder(job, None, None)
         with self._wake:
@@ -259,6 +261,31 @@ class SynthesisWorker:
                 self._decode_queue.append((job, None, None))
             self._jobs.clear()
             self._wake.notify_all()
+
+    def _decode_first_frames(
+        self, jobs: list[SynthesisJob], frames: list[LatentFrame | None]
+    ) -> set[SynthesisJob]:
+        """Decode here, on every core, the first frame of jobs nobody has heard yet.
+
+        Only while the decoder is idle: it then stays so until this thread queues a
+        frame, so the cores are free. The next FlowLM step waits meanwhile, which
+        costs nothing a listener hears (the frame holds 80 ms of audio). Measured
+        on two cores, requests alternating: first audio 71-80 ms against 80-92 ms
+        with the decoder on one core beside that step. Returns the jobs whose
+        frame this took.
+        """
+        firsts = {
+            job: [frame] for job, frame in zip(jobs, frames, strict=True)
+            if frame is not None and job.first_audio_at is None and job._backlog() == 0
+        }
+        if not firsts or not self._decoder_idle():
+            return set()
+        for job in firsts:
+            with job._changed:
+                job._in_decoder += 1
+        with intra_op_threads(self.prompt_threads):
+            self._deliver(firsts)
+        return set(firsts)
 
     def _retire(self, job: SynthesisJob) -> None:
         with self._wake:
