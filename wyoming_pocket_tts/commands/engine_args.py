@@ -10,6 +10,7 @@ from wyoming_pocket_tts.commands.download import add_download_arguments, downloa
 from wyoming_pocket_tts.download import resolve_model_files, resolve_voice_file
 from wyoming_pocket_tts.engine.errors import VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
+from wyoming_pocket_tts.engine.threads import run_on_own_thread
 from wyoming_pocket_tts.engine.voice import VoiceState
 
 
@@ -31,21 +32,27 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_model(args: argparse.Namespace) -> PocketTTS:
-    """The model named by --model: a YAML with local paths, or a catalog entry's files."""
+    """The model named by --model: a YAML with local paths, or a catalog entry's files.
+
+    Downloads run here (Ctrl-C stops them); the load itself on a thread of its own
+    with every core, so no long-lived thread keeps OpenMP workers (engine/threads.py).
+    """
     name = args.model or load_catalog().default_model
     if _is_config_path(name):
-        return PocketTTS.load(Path(name), quantize=args.quantize)
+        return run_on_own_thread(PocketTTS.load, Path(name), quantize=args.quantize)
     files = resolve_model_files(load_catalog().find_model(name), download_options(args))
-    return PocketTTS.load(
-        files.config_path, files.weights_path, files.tokenizer_path, quantize=args.quantize
+    return run_on_own_thread(
+        PocketTTS.load,
+        files.config_path, files.weights_path, files.tokenizer_path, quantize=args.quantize,
     )
 
 
 def load_voice(model: PocketTTS, voice: str, args: argparse.Namespace) -> VoiceState:
-    """A voice given as an audio file, a voice .safetensors, or a predefined voice name."""
+    """A voice given as an audio file, a voice .safetensors, or a predefined voice name
+    (loaded like the model, see `load_model`)."""
     path = Path(voice)
     if path.is_file():
-        return model.voice(path)
+        return run_on_own_thread(model.voice, path)
     if path.suffix or "/" in voice:
         raise VoiceError(f"voice file not found: {voice}")
     if _is_config_path(args.model or ""):
@@ -53,4 +60,6 @@ def load_voice(model: PocketTTS, voice: str, args: argparse.Namespace) -> VoiceS
             f"{voice!r} is not a file; predefined voices need a catalog model (--model english)"
         )
     entry = load_catalog().find_model(args.model or load_catalog().default_model)
-    return model.load_voice(resolve_voice_file(entry, voice, download_options(args)))
+    return run_on_own_thread(
+        model.load_voice, resolve_voice_file(entry, voice, download_options(args))
+    )

@@ -17,7 +17,6 @@ from wyoming_pocket_tts.download import DownloadError
 from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
-from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
 HELP = "speak a text into a WAV file"
 _LOGGER = logging.getLogger(__name__)
@@ -76,10 +75,8 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
-        # Multi-core loading off this thread, so its pool of OpenMP workers ends with
-        # it and the synthesis worker's text prompts get the cores (engine/threads.py).
-        model = run_on_own_thread(load_model, args)
-        voice = run_on_own_thread(load_voice, model, args.voice, args)
+        model = load_model(args)
+        voice = load_voice(model, args.voice, args)
         seconds = _write(args, Synthesizer(model), voice, text)
     except (EngineError, CatalogError, DownloadError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
