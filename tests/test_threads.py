@@ -51,25 +51,25 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
     return True
 
 
-def thread_count() -> int:
-    return len(list(TASKS.iterdir()))
+def os_threads() -> set[str]:
+    return {task.name for task in TASKS.iterdir()}
 
 
-@pytest.mark.skipif(not TASKS.is_dir(), reason="counts the threads in /proc")
+@pytest.mark.skipif(not TASKS.is_dir(), reason="lists the threads in /proc")
 def test_workers_of_an_own_thread_end_with_it(monkeypatch):
     """The point of running loads on their own thread: a long-lived thread (here, the
     one below; in the server, the event loop's) never gets a pool of OpenMP workers."""
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
 
-    def long_lived() -> tuple[int, bool]:
+    def long_lived() -> set[str]:
         # Whatever torch starts once per process, started on a thread that ends.
         on_new_thread(lambda: run_on_own_thread(multi_core_work))
-        before = thread_count()
+        before = os_threads()
         assert run_on_own_thread(multi_core_work) == 2
-        return before, wait_until(lambda: thread_count() == before)
+        wait_until(lambda: not os_threads() - before)
+        return os_threads() - before
 
-    before, back = on_new_thread(long_lived)
-    assert back, f"{thread_count() - before} more threads than before"
+    assert on_new_thread(long_lived) == set()
 
 
 def test_own_thread_uses_every_core_and_returns_or_raises(monkeypatch):
