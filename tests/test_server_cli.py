@@ -16,6 +16,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
 from wyoming_pocket_tts.engine.model import PocketTTS
+from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
@@ -229,3 +230,31 @@ def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_w
     assert [what for what, _ in loaded_on] == ["model", "voice"]
     assert all(thread is not threading.main_thread() for _, thread in loaded_on)
     assert still_running == [False, False]
+
+
+def test_the_server_speaks_once_unheard_before_serving(tmp_path, tiny_model, voice_wav, monkeypatch):
+    """A warm-up, so that the first request's audio starts as soon as the next ones'."""
+    submitted = []
+    submit = SynthesisWorker.submit
+
+    def recording_submit(self, voice, text, *args, **kwargs):
+        job = submit(self, voice, text, *args, **kwargs)
+        submitted.append((text, job))
+        return job
+
+    before_serving = []
+
+    async def serve_nothing(*args) -> None:
+        before_serving.extend(submitted)
+
+    monkeypatch.setattr(SynthesisWorker, "submit", recording_submit)
+    monkeypatch.setattr(serve, "_run_server", serve_nothing)
+    args = parse(
+        ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
+         "--download-dir", str(tmp_path), "--local-files-only"],
+        {},
+    )
+    assert serve.main(args) == 0
+    assert [text for text, _ in before_serving] == [serve.WARM_UP_TEXT]
+    job = before_serving[0][1]
+    assert job.samples > 0 and job.error is None

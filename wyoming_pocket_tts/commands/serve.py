@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -31,7 +32,7 @@ from wyoming_pocket_tts.download import DownloadError, resolve_model_files, reso
 from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.scheduler import SynthesisJob, SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread
 from wyoming_pocket_tts.engine.voice import VoiceState
@@ -54,6 +55,9 @@ ENV_PREFIX = "WYOMING_POCKET_TTS_"
 DEFAULT_URI = "tcp://0.0.0.0:10200"
 #: Frames a job may have decoded but not yet sent (80 ms each): bounds a slow reader.
 MAX_BUFFERED_FRAMES = 8
+# A short confirmation, the most common kind of answer, so its shapes are the ones warmed.
+WARM_UP_TEXT = "The living room lights are off."
+WARM_UP_FRAMES = 3
 #: Folder in the download directory for the encoded states of recordings whose own
 #: folder is read-only (see voice_cache.py).
 VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
@@ -330,6 +334,11 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
         except (UnknownVoiceError, EngineError, OSError) as err:
             _LOGGER.error("Cannot load a startup voice: %s", err)
             return 1
+        try:
+            await _warm_up(worker, voices)
+        except EngineError as err:
+            _LOGGER.error("Cannot synthesize with this model: %s", err)
+            return 1
         settings = HandlerSettings(
             sample_rate=model.sample_rate,
             options=GenerationOptions(
@@ -352,6 +361,33 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
     finally:
         worker.close()
         voice_loader.shutdown(wait=False, cancel_futures=True)
+
+
+async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:
+    """Synthesize the start of a typical answer, unheard, before serving.
+
+    The first request of a process otherwise pays for what is done once: the
+    synthesis thread's OpenMP workers, oneDNN's kernels for the prompt's and the
+    decoder's shapes, a working buffer of the usual size. Measured on two cores over
+    four server starts each: the first request's audio started 108 ms after it was
+    sent against 67 ms for the next three without this; 90 against 86 ms with it.
+    """
+    started = time.monotonic()
+    async with voices.use(voices.default_voice) as voice:
+        job = worker.submit(voice, WARM_UP_TEXT, GenerationOptions())
+        await asyncio.to_thread(_take_frames, job, WARM_UP_FRAMES)
+    _LOGGER.debug("Warmed up in %.2f s", time.monotonic() - started)
+
+
+def _take_frames(job: SynthesisJob, count: int) -> None:
+    """Wait for `count` audio frames of `job` (the first is decoded on the synthesis
+    thread, the rest by the decoder), then stop it."""
+    try:
+        for taken, _ in enumerate(job.frames(), start=1):
+            if taken == count:
+                return
+    finally:
+        job.cancel()
 
 
 async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:

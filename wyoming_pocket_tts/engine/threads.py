@@ -3,9 +3,8 @@
 torch's intra-op thread count belongs to each OS thread: a thread takes the value
 last set anywhere in the process when it first runs a parallel operator (or asks
 for the count), and from then on only its own `torch.set_num_threads` calls change
-it. Each thread that
-runs a parallel operator on several cores also gets OpenMP workers of its own
-(libgomp keeps a pool per thread) for as long as it lives.
+it. Each thread that runs a parallel operator on several cores also gets OpenMP
+workers of its own (libgomp keeps a pool per thread) for as long as it lives.
 
 Those pools are why multi-core work that is not synthesis (loading the model,
 encoding a voice) runs on a thread of its own that ends with it: once the pools of
@@ -16,7 +15,8 @@ one pool and 55-70 ms after the loading thread had kept a pool of its own.
 
 The synthesis worker keeps its two threads at one core each (FlowLM and Mimi
 side by side) and raises the count only around work that runs while the other
-stage has nothing to do, such as a new request's text prompt on an idle engine.
+stage has nothing to do: a new request's text prompt and first frame on an idle
+engine.
 """
 
 from __future__ import annotations
