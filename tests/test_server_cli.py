@@ -192,6 +192,17 @@ def test_a_yaml_model_advertises_the_languages_given(tiny_model):
     ).description.languages == ("en",)
 
 
+def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
+    """`serve.main` in this process, with `serving` run where it would serve clients."""
+    monkeypatch.setattr(serve, "_run_server", serving)
+    args = parse(
+        ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
+         "--download-dir", str(tmp_path), "--local-files-only"],
+        {},
+    )
+    return serve.main(args)
+
+
 def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_wav, monkeypatch):
     """Loading uses every core on a thread of its own, so that no long-lived thread
     keeps OpenMP workers that would slow the synthesis worker (engine/threads.py)."""
@@ -220,13 +231,7 @@ def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_w
 
     monkeypatch.setattr(PocketTTS, "load", recording_load)
     monkeypatch.setattr(serve, "_voice_loader", recording_voice_loader)
-    monkeypatch.setattr(serve, "_run_server", serve_nothing)
-    args = parse(
-        ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
-         "--download-dir", str(tmp_path), "--local-files-only"],
-        {},
-    )
-    assert serve.main(args) == 0
+    assert start_up(tmp_path, tiny_model, voice_wav, serve_nothing, monkeypatch) == 0
     assert [what for what, _ in loaded_on] == ["model", "voice"]
     assert all(thread is not threading.main_thread() for _, thread in loaded_on)
     assert still_running == [False, False]
@@ -248,13 +253,7 @@ def test_the_server_speaks_once_unheard_before_serving(tmp_path, tiny_model, voi
         before_serving.extend(submitted)
 
     monkeypatch.setattr(SynthesisWorker, "submit", recording_submit)
-    monkeypatch.setattr(serve, "_run_server", serve_nothing)
-    args = parse(
-        ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
-         "--download-dir", str(tmp_path), "--local-files-only"],
-        {},
-    )
-    assert serve.main(args) == 0
+    assert start_up(tmp_path, tiny_model, voice_wav, serve_nothing, monkeypatch) == 0
     assert [text for text, _ in before_serving] == [serve.WARM_UP_TEXT]
     job = before_serving[0][1]
     assert job.samples > 0 and job.error is None
