@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.test_threads import on_new_thread
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
-from wyoming_pocket_tts.engine.threads import intra_op_threads
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [
@@ -19,12 +19,6 @@ TEXTS = [
     "The front door is locked. The garage is closed, and the alarm is set for the night.",
     "Good morning!",
 ]
-
-
-def on_new_thread(fn) -> None:
-    thread = threading.Thread(target=fn)
-    thread.start()
-    thread.join()
 
 
 def wait_until(condition, timeout=60.0):
@@ -186,11 +180,3 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
     prompts = [threads for prompt, threads in seen if prompt]
     assert prompts == [3, 1]
     assert [threads for name, threads, _ in decodes if name == "flowlm"] == [3]  # first's only
-
-
-def test_thread_count_comes_back_after_a_failed_pass():
-    before = torch.get_num_threads()
-    with pytest.raises(RuntimeError, match="failed"), intra_op_threads(before + 1):
-        assert torch.get_num_threads() == before + 1
-        raise RuntimeError("failed")
-    assert torch.get_num_threads() == before

@@ -13,7 +13,12 @@ import pytest
 import torch
 
 from wyoming_pocket_tts.engine import threads
-from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread, use_cores
+from wyoming_pocket_tts.engine.threads import (
+    OwnThreadExecutor,
+    intra_op_threads,
+    run_on_own_thread,
+    use_cores,
+)
 
 TASKS = Path("/proc/self/task")
 
@@ -127,3 +132,11 @@ def test_available_cores_follows_the_affinity():
         assert threads.available_cores() == len(os.sched_getaffinity(0))
     else:
         assert threads.available_cores() >= 1
+
+
+def test_thread_count_comes_back_after_a_failed_pass():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="failed"), intra_op_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+        raise RuntimeError("failed")
+    assert torch.get_num_threads() == before
