@@ -102,7 +102,6 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> float:
 
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
-    from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
     reference = PocketTTS.load(config)
     (chunk,) = Synthesizer(reference).chunks(SHORT)

@@ -87,6 +87,11 @@ class SynthesisJob:
         with self._changed:
             return len(self._frames) + self._in_decoder
 
+    def _hand_over_frame(self) -> None:
+        """A latent of this job goes to be decoded: it counts against the backlog."""
+        with self._changed:
+            self._in_decoder += 1
+
     def _push(self, frames: list[np.ndarray]) -> None:
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
@@ -224,8 +229,7 @@ class SynthesisWorker:
     ) -> None:
         with self._wake:
             if frame is not None:
-                with job._changed:
-                    job._in_decoder += 1
+                job._hand_over_frame()
             self._decode_queue.append((job, frame, error))
             self._wake.notify_all()
 
@@ -233,7 +237,6 @@ class SynthesisWorker:
         """Nothing to decode: it stays so until this (the generator) thread queues a frame."""
         with self._wake:
             return not self._decoding and not self._decode_queue
-
 
     def _generate(self) -> None:
         use_cores(self.threads_per_stage)
@@ -281,8 +284,7 @@ class SynthesisWorker:
         if not firsts or not self._decoder_idle():
             return set()
         for job in firsts:
-            with job._changed:
-                job._in_decoder += 1
+            job._hand_over_frame()
         with intra_op_threads(self.prompt_threads):
             self._deliver(firsts)
         return set(firsts)
