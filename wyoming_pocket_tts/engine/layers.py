@@ -26,28 +26,29 @@ class Stream:
     cache: KVStore
     position: int
     mask: torch.Tensor | None
-    # The rotary embedding of this row's positions, shared by every layer.
-    cos: torch.Tensor
-    sin: torch.Tensor
+    # The rotary embedding of this row's positions (unit complex numbers [T, D/2]),
+    # shared by every layer.
+    rotation: torch.Tensor
 
 
-def rotation(
-    first_position: int, count: int, head_dim: int, max_period: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin [T, D/2] of the rotary embedding for positions first..first+count-1."""
+def rotation(first_position: int, count: int, head_dim: int, max_period: float) -> torch.Tensor:
+    """The rotary embedding of positions first..first+count-1: e^(i*angle), complex [T, D/2]."""
     half = torch.arange(head_dim // 2, dtype=torch.float32)
     frequencies = torch.exp(half * (-math.log(max_period) * 2 / head_dim))
     positions = torch.arange(count, dtype=torch.float32) + first_position
     angles = positions[:, None] * frequencies
-    return torch.cos(angles), torch.sin(angles)
+    return torch.complex(torch.cos(angles), torch.sin(angles))
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved."""
-    pairs = x.float().unflatten(-1, (-1, 2))
-    real, imag = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack((real * cos - imag * sin, real * sin + imag * cos), dim=-1)
-    return rotated.flatten(-2).to(x.dtype)
+def rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved.
+
+    Each pair is a complex number turned by its position's angle: one complex product,
+    where the same arithmetic on separate real and imaginary halves took a dozen
+    operators (a fifth of a FlowLM step's, 60 us against 13 per call).
+    """
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())
+    return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
 
 
 def attention_mask(
@@ -100,10 +101,10 @@ class SelfAttention(nn.Module):
         rows = [slice(None)] if len(streams) == 1 else [slice(i, i + 1) for i in range(batch)]
         outputs = []
         for stream, row in zip(streams, rows, strict=True):
-            row_keys = rotate(keys[row], stream.cos, stream.sin)
+            row_keys = rotate(keys[row], stream.rotation)
             row_keys, row_values = stream.cache.append(layer, row_keys, values[row])
             outputs.append(F.scaled_dot_product_attention(
-                rotate(queries[row], stream.cos, stream.sin), row_keys, row_values,
+                rotate(queries[row], stream.rotation), row_keys, row_values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
             ))
         out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
@@ -175,5 +176,5 @@ class Transformer(nn.Module):
                 position, steps, key_start, position + steps - key_start, self.context
             )
         attention = self.layers[0].self_attn
-        cos, sin = rotation(position, steps, attention.head_dim, attention.max_period)
-        return Stream(cache, position, mask, cos, sin)
+        turns = rotation(position, steps, attention.head_dim, attention.max_period)
+        return Stream(cache, position, mask, turns)
