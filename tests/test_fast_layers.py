@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
+from wyoming_pocket_tts.engine.flow_lm import FlowHead
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.packed import (
     ROW_STEP,
@@ -53,8 +54,11 @@ def test_pack_linears_swaps_every_linear_and_returns_their_weights():
 def test_loaded_model_uses_packed_layers(model):
     flow_linears = [type(m) for m in model.flow_lm.transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
     mimi_linears = [type(m) for m in model.mimi.decoder_transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
+    head_linears = [type(m) for m in model.flow_lm.flow_net.modules() if isinstance(m, nn.Linear | PackedLinear)]
     assert flow_linears and set(flow_linears) == {PackedLinear}
     assert mimi_linears and set(mimi_linears) == {PackedLinear}
+    assert head_linears and set(head_linears) == {PackedLinear}
+    assert model.flow_lm.flow_net.fused_modulation is not None
 
 
 def test_released_checkpoint_pages_read_back_unchanged(tmp_path):
@@ -128,3 +132,34 @@ def test_kernels_compiled_for_new_row_counts_stay_bounded():
         env=environment,
     )
     assert float(done.stdout) < 40
+
+
+def test_fused_modulations_give_the_same_latents_from_one_product():
+    torch.manual_seed(0)
+    head = FlowHead(latent_dim=8, dim=32, depth=3, cond_dim=48, time_conditions=2).eval()
+    condition, noise = torch.randn(3, 48), torch.randn(3, 8)
+    with torch.inference_mode():
+        separate = head(condition, noise, (0.0, 1.0))
+        replaced = head.fuse_modulations()
+        fused = head(condition, noise, (0.0, 1.0))
+    assert len(replaced) == 2 * 4  # weight and bias of three blocks and the final layer
+    assert not any(hasattr(layer, "adaLN_modulation") for layer in (*head.res_blocks, head.final_layer))
+    torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
+
+
+def test_flow_time_embeddings_are_computed_once_per_set_of_times():
+    head = FlowHead(latent_dim=8, dim=32, depth=1, cond_dim=48, time_conditions=2).eval()
+    calls = []
+    for embed in head.time_embed:
+        embed.register_forward_hook(lambda module, args, output: calls.append(module))
+    condition, noise = torch.randn(2, 48), torch.randn(2, 8)
+    with torch.inference_mode():
+        first = head(condition, noise, (0.0, 1.0))
+        again = head(condition, noise, (0.0, 1.0))
+        other = head(condition, noise, (0.5, 1.0))
+    assert len(calls) == 2 * 2  # each embedding once for (0, 1), once for (0.5, 1)
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    assert not torch.allclose(other, first)
+    # The kept embedding is an ordinary tensor: usable outside inference mode too.
+    with torch.no_grad():
+        torch.testing.assert_close(head(condition, noise, (0.0, 1.0)), first, rtol=0, atol=0)

@@ -78,8 +78,8 @@ class ResidualBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 3 * dim))
 
-    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        shift, scale, gate = self.adaLN_modulation(condition).chunk(3, dim=-1)
+    def forward(self, x: torch.Tensor, modulation: torch.Tensor) -> torch.Tensor:
+        shift, scale, gate = modulation.chunk(3, dim=-1)
         return x + gate * self.mlp(_modulate(self.in_ln(x), shift, scale))
 
 
@@ -89,14 +89,21 @@ class FinalLayer(nn.Module):
         self.linear = nn.Linear(dim, out_dim)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
 
-    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        shift, scale = self.adaLN_modulation(condition).chunk(2, dim=-1)
+    def forward(self, x: torch.Tensor, modulation: torch.Tensor) -> torch.Tensor:
+        shift, scale = modulation.chunk(2, dim=-1)
         x = F.layer_norm(x, x.shape[-1:], eps=1e-6)
         return self.linear(_modulate(x, shift, scale))
 
 
 class FlowHead(nn.Module):
-    """MLP with adaptive layer norm predicting a latent from noise (`flow_net.*`)."""
+    """MLP with adaptive layer norm predicting a latent from noise (`flow_net.*`).
+
+    Run once per frame on one row per stream, after the transformer has pushed its
+    weights out of the caches, so it is paid in bytes read and calls made: the
+    embeddings of the flow times, the same for every frame, are computed once per
+    set of times, and after `fuse_modulations()` the shifts, scales and gates of all
+    blocks (more than half of the head's weights) come from one product.
+    """
 
     def __init__(self, latent_dim: int, dim: int, depth: int, cond_dim: int, time_conditions: int):
         super().__init__()
@@ -105,15 +112,54 @@ class FlowHead(nn.Module):
         self.input_proj = nn.Linear(latent_dim, dim)
         self.res_blocks = nn.ModuleList([ResidualBlock(dim) for _ in range(depth)])
         self.final_layer = FinalLayer(dim, latent_dim)
+        self.fused_modulation: nn.Module | None = None
+        self._time_conditions: dict[tuple[float, ...], torch.Tensor] = {}
 
-    def forward(self, condition: torch.Tensor, x: torch.Tensor, *times: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, condition: torch.Tensor, x: torch.Tensor, times: tuple[float, ...] = ()
+    ) -> torch.Tensor:
+        """condition [B, cond_dim], x [B, latent_dim]; `times`: one flow time per time embedding."""
         y = self.cond_embed(condition)
         if times:
-            y = y + sum(embed(t) for embed, t in zip(self.time_embed, times)) / len(times)
+            y = y + self._time_condition(times)
         x = self.input_proj(x)
-        for block in self.res_blocks:
-            x = block(x, y)
-        return self.final_layer(x, y)
+        *block_modulations, final_modulation = self._modulations(y)
+        for block, modulation in zip(self.res_blocks, block_modulations, strict=True):
+            x = block(x, modulation)
+        return self.final_layer(x, final_modulation)
+
+    def _time_condition(self, times: tuple[float, ...]) -> torch.Tensor:
+        """The mean embedding of `times` [1, dim], kept: a decode step always asks the same."""
+        cached = self._time_conditions.get(times)
+        if cached is None:
+            # An ordinary tensor, even when first asked for in inference mode.
+            with torch.inference_mode(False), torch.no_grad():
+                embeddings = [embed(torch.tensor([[t]])) for embed, t in zip(self.time_embed, times)]
+                cached = sum(embeddings) / len(times)
+            self._time_conditions[times] = cached
+        return cached
+
+    def _modulations(self, y: torch.Tensor) -> list[torch.Tensor]:
+        """The shift/scale(/gate) inputs of every residual block, then of the final layer."""
+        if self.fused_modulation is None:
+            layers = [*self.res_blocks, self.final_layer]
+            return [layer.adaLN_modulation(y) for layer in layers]
+        widths = [block.mlp[0].in_features * 3 for block in self.res_blocks]
+        return list(self.fused_modulation(F.silu(y)).split([*widths, y.shape[-1] * 2], dim=-1))
+
+    def fuse_modulations(self) -> list[torch.Tensor]:
+        """Stack every layer's modulation weights into one product; return the replaced weights.
+
+        The per-layer modules are dropped (they only ever see the same input, silu(y)).
+        """
+        linears = [layer.adaLN_modulation[1] for layer in (*self.res_blocks, self.final_layer)]
+        fused = nn.Linear(linears[0].in_features, sum(linear.out_features for linear in linears))
+        fused.weight = nn.Parameter(torch.cat([linear.weight for linear in linears]), False)
+        fused.bias = nn.Parameter(torch.cat([linear.bias for linear in linears]), False)
+        self.fused_modulation = fused
+        for layer in (*self.res_blocks, self.final_layer):
+            del layer.adaLN_modulation
+        return [tensor for linear in linears for tensor in (linear.weight, linear.bias)]
 
 
 class FlowLM(nn.Module):
@@ -194,11 +240,8 @@ class FlowLM(nn.Module):
             return noise + self.flow_net(z, noise)
         x = noise
         for i in range(steps):
-            if kind == "lsd":
-                start = torch.full_like(x[..., :1], i / steps)
-                end = torch.full_like(x[..., :1], (i + 1) / steps)
-                x = x + self.flow_net(z, x, start, end) / steps
-            else:  # flow_matching: Euler steps along the learnt velocity
-                t = torch.full_like(x[..., :1], i / steps)
-                x = x + self.flow_net(z, x, t) / steps
+            # lsd: from one flow time to the next; flow_matching: Euler steps along the
+            # learnt velocity at each time.
+            times = (i / steps, (i + 1) / steps) if kind == "lsd" else (i / steps,)
+            x = x + self.flow_net(z, x, times) / steps
         return x

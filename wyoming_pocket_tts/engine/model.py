@@ -15,7 +15,7 @@ from .audio import prepare_prompt, read_audio
 from .checkpoint import load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
 from .errors import ConfigError, VoiceError
-from .flow_lm import FlowLM
+from .flow_lm import FlowHead, FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
 from .packed import pack_linears
@@ -53,8 +53,9 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
 
 def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> None:
     """The hot linear layers in a faster form: FlowLM's transformer in int8 on request,
-    else in float32 laid out for oneDNN where that helps (see packed.py); Mimi's
-    transformer only ever in the float32 layout (int8 there is audible as hiss).
+    else in float32 laid out for oneDNN where that helps (see packed.py); the flow
+    head, with its modulations fused, and Mimi's transformer only ever in the float32
+    layout (int8 in Mimi is audible as hiss).
 
     The float32 pages each conversion replaced are let go at once, one layer at a
     time, so that loading never holds both forms of the whole model.
@@ -71,6 +72,9 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     else:
         for layer in flow_layers:
             convert(pack_linears, layer)
+    head = modules.flow_lm.flow_net
+    convert(FlowHead.fuse_modulations, head)
+    convert(pack_linears, head)
     convert(pack_linears, modules.mimi.decoder_transformer)
 
 
