@@ -36,8 +36,10 @@ OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=8)
 def test_packed_linear_equals_linear(bias, shape):
     linear = nn.Linear(96, 80, bias=bias)
     x = torch.randn(*shape)
+    strided = torch.randn(96, *shape[:-1]).movedim(0, -1)  # rows not contiguous
     with torch.inference_mode():
         torch.testing.assert_close(PackedLinear(linear)(x), linear(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(PackedLinear(linear)(strided), linear(strided), rtol=1e-5, atol=1e-5)
 
 
 @needs_packing
