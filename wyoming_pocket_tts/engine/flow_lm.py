@@ -113,6 +113,7 @@ class FlowHead(nn.Module):
         self.res_blocks = nn.ModuleList([ResidualBlock(dim) for _ in range(depth)])
         self.final_layer = FinalLayer(dim, latent_dim)
         self.fused_modulation: nn.Module | None = None
+        self._modulation_widths: list[int] = []  # of each layer's part of the fused product
         self._time_conditions: dict[tuple[float, ...], torch.Tensor] = {}
 
     def forward(
@@ -144,8 +145,7 @@ class FlowHead(nn.Module):
         if self.fused_modulation is None:
             layers = [*self.res_blocks, self.final_layer]
             return [layer.adaLN_modulation(y) for layer in layers]
-        widths = [block.mlp[0].in_features * 3 for block in self.res_blocks]
-        return list(self.fused_modulation(F.silu(y)).split([*widths, y.shape[-1] * 2], dim=-1))
+        return list(self.fused_modulation(F.silu(y)).split(self._modulation_widths, dim=-1))
 
     def fuse_modulations(self) -> list[torch.Tensor]:
         """Stack every layer's modulation weights into one product; return the replaced weights.
@@ -157,6 +157,7 @@ class FlowHead(nn.Module):
         fused.weight = nn.Parameter(torch.cat([linear.weight for linear in linears]), False)
         fused.bias = nn.Parameter(torch.cat([linear.bias for linear in linears]), False)
         self.fused_modulation = fused
+        self._modulation_widths = [linear.out_features for linear in linears]
         for layer in (*self.res_blocks, self.final_layer):
             del layer.adaLN_modulation
         return [tensor for linear in linears for tensor in (linear.weight, linear.bias)]
