@@ -5,7 +5,7 @@ almost as much as one call per row on some x86 CPUs. On the AMD EPYC we measure 
 a FlowLM step for 2 streams took 2x one stream's time and 4 streams 2.4x; with the
 weights in oneDNN's blocked layout, 1.3x and 1.6x, the text prompt's pass 30% less
 and one row no slower. Those few-row products are our hot ones: FlowLM stepping
-concurrent streams, the prompt, and Mimi's transformer (two positions per frame).
+concurrent streams, the prompt, and Mimi's transformer (16 positions per frame).
 Results equal `F.linear`'s to float rounding (about 1e-6 relative).
 """
 
