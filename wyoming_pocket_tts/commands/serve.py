@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 from wyoming.event import async_get_stdin
 from wyoming.server import AsyncServer, AsyncTcpServer
 
@@ -32,7 +35,7 @@ from wyoming_pocket_tts.download import DownloadError, resolve_model_files, reso
 from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.scheduler import SynthesisJob, SynthesisWorker
+from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread
 from wyoming_pocket_tts.engine.voice import VoiceState
@@ -374,20 +377,16 @@ async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:
     """
     started = time.monotonic()
     async with voices.use(voices.default_voice) as voice:
-        job = worker.submit(voice, WARM_UP_TEXT, GenerationOptions())
-        await asyncio.to_thread(_take_frames, job, WARM_UP_FRAMES)
+        await asyncio.to_thread(_speak_unheard, worker.stream(voice, WARM_UP_TEXT))
     _LOGGER.debug("Warmed up in %.2f s", time.monotonic() - started)
 
 
-def _take_frames(job: SynthesisJob, count: int) -> None:
-    """Wait for `count` audio frames of `job` (the first is decoded on the synthesis
-    thread, the rest by the decoder), then stop it."""
-    try:
-        for taken, _ in enumerate(job.frames(), start=1):
-            if taken == count:
-                return
-    finally:
-        job.cancel()
+def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
+    """Take the first `WARM_UP_FRAMES` frames (the first is decoded on the synthesis
+    thread, the rest by the decoder), then close the stream, which stops its job."""
+    with contextlib.closing(frames):
+        for _ in itertools.islice(frames, WARM_UP_FRAMES):
+            pass
 
 
 async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:
