@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from tests.test_threads import on_new_thread
-from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine import scheduler
+from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
@@ -21,6 +22,10 @@ TEXTS = [
 ]
 
 
+# Every behaviour below holds whether the stages run side by side or take turns.
+both_ways = pytest.mark.parametrize("take_turns", [False, True], ids=["side-by-side", "turns"])
+
+
 def wait_until(condition, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -28,10 +33,11 @@ def wait_until(condition, timeout=60.0):
         time.sleep(0.01)
 
 
-def test_concurrent_jobs_sound_as_if_alone(model, voice):
+@both_ways
+def test_concurrent_jobs_sound_as_if_alone(model, voice, take_turns):
     """Batching several requests in one FlowLM pass leaves each one's audio unchanged."""
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in TEXTS]
-    with SynthesisWorker(Synthesizer(model)) as worker:
+    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
         jobs = [worker.submit(voice, text, OPTIONS) for text in TEXTS]
         together = [np.concatenate(list(job.frames())) for job in jobs]
     for expected, actual in zip(alone, together, strict=True):
@@ -39,9 +45,10 @@ def test_concurrent_jobs_sound_as_if_alone(model, voice):
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
 
 
-def test_short_request_is_not_stuck_behind_a_long_one(model, voice):
+@both_ways
+def test_short_request_is_not_stuck_behind_a_long_one(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
-    with SynthesisWorker(Synthesizer(model)) as worker:
+    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
         long_job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
         wait_until(lambda: long_job.samples > 0)
         short_job = worker.submit(voice, "Hi.", OPTIONS, on_ready=worker.wake)
@@ -53,9 +60,12 @@ def test_short_request_is_not_stuck_behind_a_long_one(model, voice):
         consumer.join(timeout=60)
 
 
-def test_slow_reader_bounds_buffered_audio(model, voice):
+@both_ways
+def test_slow_reader_bounds_buffered_audio(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 4)
-    with SynthesisWorker(Synthesizer(model), max_buffered_frames=4) as worker:
+    with SynthesisWorker(
+        Synthesizer(model), max_buffered_frames=4, take_turns=take_turns
+    ) as worker:
         job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
         wait_until(lambda: len(job._frames) >= 4)
         time.sleep(0.5)  # the worker would run on here if it ignored the reader
@@ -67,9 +77,10 @@ def test_slow_reader_bounds_buffered_audio(model, voice):
         job.cancel()
 
 
-def test_cancelled_job_ends_and_worker_goes_idle(model, voice):
+@both_ways
+def test_cancelled_job_ends_and_worker_goes_idle(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
-    with SynthesisWorker(Synthesizer(model)) as worker:
+    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
         job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
         wait_until(lambda: job.samples > 0)
         job.cancel()
@@ -78,8 +89,9 @@ def test_cancelled_job_ends_and_worker_goes_idle(model, voice):
         wait_until(lambda: worker.active_jobs == 0)
 
 
-def test_reused_worker_after_errors_keeps_serving(model, voice):
-    with SynthesisWorker(Synthesizer(model)) as worker:
+@both_ways
+def test_reused_worker_after_errors_keeps_serving(model, voice, take_turns):
+    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
         with pytest.raises(Exception, match="empty"):
             worker.submit(voice, "   ", OPTIONS)
         job = worker.submit(voice, "Still here.", OPTIONS)
@@ -89,8 +101,6 @@ def test_reused_worker_after_errors_keeps_serving(model, voice):
 def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
     """A long backlog of one job is decoded a few frames per call, in order; another
     job's first frame goes into the very next call instead of waiting behind it all."""
-    from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB
-
     worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
     backlog, newcomer = object(), object()
     worker._decode_queue.extend([(backlog, f"frame {i}", None) for i in range(10)])
@@ -180,3 +190,47 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
     prompts = [threads for prompt, threads in seen if prompt]
     assert prompts == [3, 1]
     assert [threads for name, threads, _ in decodes if name == "flowlm"] == [3]  # first's only
+
+
+@pytest.mark.parametrize(("min_lead", "runs"), [(0.0, DECODE_FRAMES_PER_JOB), (1e9, 1)])
+def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio(
+    model, voice, monkeypatch, min_lead, runs
+):
+    """One job alone: both stages on the generator thread with every core. Its first
+    frame is decoded at once; later ones wait for a full run while the listener has
+    audio in hand (here: always, min_lead 0), or go one by one while it has not."""
+    text = "The front door is locked, and the garage is closed."
+    expected = np.concatenate(list(Synthesizer(model).stream(voice, text, OPTIONS)))
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", min_lead)
+    seen = record_threads_of_steps(model, monkeypatch)
+    synthesizer = Synthesizer(model)
+    decodes = record_decodes(synthesizer, monkeypatch)
+    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=True) as worker:
+        audio = np.concatenate(list(worker.stream(voice, text, OPTIONS)))
+    np.testing.assert_allclose(audio, expected, atol=1e-4, rtol=0)
+    assert {threads for _, threads in seen} == {3}
+    assert {(name, threads) for name, threads, _ in decodes} == {("flowlm", 3)}
+    sizes = [frames for _, _, frames in decodes]
+    assert sizes[0] == 1 and len(sizes) > 2
+    assert all(size == runs for size in sizes[1:-1]) and sizes[-1] <= runs
+
+
+def test_taking_turns_hands_over_to_the_decoder_thread_when_a_second_job_comes(
+    model, voice, monkeypatch
+):
+    """With two jobs the stages go side by side again, frames queued during the turns
+    included, and each job still sounds as if alone."""
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", 0.0)  # frames wait for full runs
+    synthesizer = Synthesizer(model)
+    decodes = record_decodes(synthesizer, monkeypatch)
+    texts = [" ".join(["The quick brown fox jumps over the lazy dog."] * 3), "Good morning!"]
+    alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
+    with SynthesisWorker(synthesizer, take_turns=True) as worker:
+        first = worker.submit(voice, texts[0], OPTIONS, on_ready=worker.wake)
+        wait_until(lambda: first.samples > 0)
+        second = worker.submit(voice, texts[1], OPTIONS, on_ready=worker.wake)
+        together = [np.concatenate(list(job.frames())) for job in (first, second)]
+    for expected, actual in zip(alone, together, strict=True):
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
+    threads = [name for name, _, _ in decodes]
+    assert threads[0] == "flowlm" and "mimi" in threads
