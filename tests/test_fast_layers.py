@@ -24,6 +24,7 @@ from wyoming_pocket_tts.engine.packed import (
     padded_rows,
 )
 from wyoming_pocket_tts.engine.quantize import int8_backend
+from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
 needs_packing = pytest.mark.skipif(not packing_supported(), reason="oneDNN packing unsupported here")
@@ -87,6 +88,10 @@ def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
     float32 = PocketTTS.load(tiny_model.config_path)
     quantized_linears = {type(m).__module__ for m in quantized.flow_lm.transformer.modules()}
     assert any("quantized" in name for name in quantized_linears)
+    assert quantized.quantized and not float32.quantized
+    # int8 FlowLM gains too little from a second core for the stages to take turns.
+    assert not SynthesisWorker(Synthesizer(quantized)).take_turns
+    assert SynthesisWorker(Synthesizer(float32)).take_turns
 
     def speak(model) -> np.ndarray:
         return np.concatenate(list(Synthesizer(model).stream(voice, "Turn on the light.", OPTIONS)))

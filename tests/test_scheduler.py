@@ -151,7 +151,7 @@ def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(model, voi
     decodes = record_decodes(synthesizer, monkeypatch)
     callers_count = torch.get_num_threads()
     try:
-        with SynthesisWorker(synthesizer, prompt_threads=3) as worker:
+        with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=False) as worker:
             on_new_thread(lambda: torch.set_num_threads(4))
             assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
     finally:
@@ -179,7 +179,7 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
         return decode(frames)
 
     monkeypatch.setattr(synthesizer, "decode", held_decode)
-    with SynthesisWorker(synthesizer, prompt_threads=3) as worker:
+    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=False) as worker:
         first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
         assert decoding.wait(timeout=60)
         second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)

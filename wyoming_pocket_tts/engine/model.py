@@ -51,14 +51,15 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
     return Path(resolved)
 
 
-def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> None:
+def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> bool:
     """The hot linear layers in a faster form: FlowLM's transformer in int8 on request,
     else in float32 laid out for oneDNN where that helps (see packed.py); the flow
     head, with its modulations fused, and Mimi's transformer only ever in the float32
     layout (int8 in Mimi is audible as hiss).
 
     The float32 pages each conversion replaced are let go at once, one layer at a
-    time, so that loading never holds both forms of the whole model.
+    time, so that loading never holds both forms of the whole model. Returns whether
+    FlowLM's transformer is in int8.
     """
 
     def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
@@ -67,7 +68,8 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
         return bool(replaced)
 
     flow_layers = modules.flow_lm.transformer.layers
-    if quantize and all(convert(quantize_linears, layer) for layer in flow_layers):
+    quantized = quantize and all(convert(quantize_linears, layer) for layer in flow_layers)
+    if quantized:
         _LOGGER.info("FlowLM transformer weights quantized to int8 (%s)", int8_backend())
     else:
         for layer in flow_layers:
@@ -76,14 +78,16 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     convert(FlowHead.fuse_modulations, head)
     convert(pack_linears, head)
     convert(pack_linears, modules.mimi.decoder_transformer)
+    return quantized
 
 
 class PocketTTS:
     """Everything needed to turn text into audio with one model, shared by all requests."""
 
     def __init__(self, config: ModelConfig, modules: _Modules, tokenizer: Tokenizer,
-                 has_voice_cloning: bool, weights_path: Path):
+                 has_voice_cloning: bool, weights_path: Path, quantized: bool = False):
         self.config = config
+        self.quantized = quantized  # FlowLM's transformer weights are int8
         self.flow_lm = modules.flow_lm
         self.mimi = modules.mimi
         self.tokenizer = tokenizer
@@ -131,9 +135,12 @@ class PocketTTS:
                 weights_path,
             )
         modules.eval().requires_grad_(False)
-        _convert_hot_layers(modules, quantize, weights_path)
+        quantized = _convert_hot_layers(modules, quantize, weights_path)
         _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
-        return cls(config, modules, tokenizer, has_voice_cloning=not missing, weights_path=weights_path)
+        return cls(
+            config, modules, tokenizer, has_voice_cloning=not missing, weights_path=weights_path,
+            quantized=quantized,
+        )
 
     @property
     def sample_rate(self) -> int:

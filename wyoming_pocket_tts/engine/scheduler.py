@@ -139,16 +139,19 @@ class SynthesisWorker:
     is active): the generator thread runs both stages on every core, one after the
     other, and lets frames queue up for Mimi while their listener has audio in hand
     (`MIN_LEAD_SECONDS`), since several frames in one call cost much less each.
-    Measured on two cores with the float32 standard model, one paragraph at a time:
-    2.4-2.6x real time taking turns, 2.1-2.3x side by side, where the stages slow
-    each other through the shared cache and Python's lock, and one core reads
-    FlowLM's weights more slowly than two. Four streams at once went 7% faster side
-    by side, hence the switch back as soon as a second job comes.
+
+    Measured on two cores with the standard model, one paragraph at a time, the two
+    ways alternating in one process: in float32, 2.38x real time taking turns against
+    2.26x side by side (where the stages slow each other through the shared cache and
+    Python's lock, and one core reads FlowLM's weights more slowly than two); with
+    int8 FlowLM, whose step gains less from a second core, 3.63x against 4.09x. So by
+    default the stages take turns unless FlowLM is int8. Four streams at once went
+    7% faster side by side, hence the switch back as soon as a second job comes.
     """
 
     def __init__(
         self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1,
-        max_batch: int = 8, prompt_threads: int | None = None, take_turns: bool = False,
+        max_batch: int = 8, prompt_threads: int | None = None, take_turns: bool | None = None,
     ):
         self.synthesizer = synthesizer
         self.max_buffered_frames = max_buffered_frames
@@ -156,7 +159,7 @@ class SynthesisWorker:
         self.threads_per_stage = threads_per_stage
         # Threads for a text prompt's pass while the decoder is idle: all the cores.
         self.prompt_threads = prompt_threads or available_cores()
-        self.take_turns = take_turns
+        self.take_turns = not synthesizer.model.quantized if take_turns is None else take_turns
         self._jobs: deque[SynthesisJob] = deque()
         self._decode_queue: deque[tuple[SynthesisJob, LatentFrame | None, Exception | None]] = (
             deque()
