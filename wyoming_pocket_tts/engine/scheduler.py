@@ -350,13 +350,7 @@ class SynthesisWorker:
             if not (everything or self._decoding_due()):
                 return
             batch = self._next_decode_batch()
-            self._decoding = True
-        try:
-            self._decode_batch(batch)
-        finally:
-            with self._wake:
-                self._decoding = False
-                self._wake.notify_all()
+        self._decode_batch(batch)
 
     def _decoding_due(self) -> bool:
         sample_rate = self.synthesizer.model.sample_rate
@@ -385,13 +379,7 @@ class SynthesisWorker:
                 if not self._decode_queue:
                     return  # closing, and nothing left to finish
                 batch = self._next_decode_batch()
-                self._decoding = True
-            try:
-                self._decode_batch(batch)
-            finally:
-                with self._wake:
-                    self._decoding = False
-                    self._wake.notify_all()
+            self._decode_batch(batch)
 
     def _decoder_has_work(self) -> bool:
         if self._decoding:
@@ -404,7 +392,9 @@ class SynthesisWorker:
         """Take the queue's entries, up to `DECODE_FRAMES_PER_JOB` frames of each job.
 
         A job's later entries stay queued, in order, for the next call: one call over
-        a long backlog would keep a new request's first frame waiting behind it.
+        a long backlog would keep a new request's first frame waiting behind it. The
+        rest of the queue waits (`_decoding`) until `_decode_batch` has done this one,
+        whichever thread takes the next. Called with `_wake` held.
         """
         taken, left = [], deque()
         frames: dict[SynthesisJob, int] = {}
@@ -417,24 +407,30 @@ class SynthesisWorker:
                 frames[job] = frames.get(job, 0) + 1
             taken.append(entry)
         self._decode_queue = left
+        self._decoding = True
         return taken
 
     def _decode_batch(
         self, batch: list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]
     ) -> None:
-        """Decode all queued frames in one call; then finish the jobs whose end was queued."""
-        queued: dict[SynthesisJob, list[LatentFrame]] = {}
-        for job, frame, _ in batch:
-            if frame is not None:
-                queued.setdefault(job, []).append(frame)
-        for job in [job for job in queued if job.cancelled]:
-            with job._changed:
-                job._in_decoder -= len(queued.pop(job))
-        if queued:
-            self._deliver(queued)
-        for job, frame, error in batch:
-            if frame is None:
-                job._finish(error)
+        """Decode a batch's frames in one call; then finish the jobs whose end was queued."""
+        try:
+            queued: dict[SynthesisJob, list[LatentFrame]] = {}
+            for job, frame, _ in batch:
+                if frame is not None:
+                    queued.setdefault(job, []).append(frame)
+            for job in [job for job in queued if job.cancelled]:
+                with job._changed:
+                    job._in_decoder -= len(queued.pop(job))
+            if queued:
+                self._deliver(queued)
+            for job, frame, error in batch:
+                if frame is None:
+                    job._finish(error)
+        finally:
+            with self._wake:
+                self._decoding = False
+                self._wake.notify_all()
 
     def _deliver(self, queued: dict[SynthesisJob, list[LatentFrame]]) -> None:
         try:
