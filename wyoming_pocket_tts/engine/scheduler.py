@@ -6,7 +6,9 @@ the cost, are read once for all), so a short answer is never stuck behind a long
 one. The decoder thread turns those latents into audio with Mimi: everything queued
 since its last call goes in one call, the frames of each job together and the jobs
 as rows of a batch. On two cores the halves overlap, and model code never runs on
-the caller's thread (for the server: never on the event loop). What a new
+the caller's thread (for the server: never on the event loop). While a single job
+is active, the stages can instead take turns on the generator thread, each on
+every core (`SynthesisWorker` says when that pays). What a new
 request's listener waits for, its text prompt's pass and then the decoding of its
 first frame, runs on the generator thread with every core when the decoder has
 nothing to do; it gets them in full only if no other long-lived thread of the
