@@ -183,7 +183,10 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
         first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
         assert decoding.wait(timeout=60)
         second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
-        wait_until(lambda: sum(prompt for prompt, _ in seen) == 2)
+        # Held until the second job's first frame has gone to the (busy) decoder:
+        # released any sooner, the decoder could drain and be idle when that frame
+        # comes, and it would rightly be decoded on every core.
+        wait_until(lambda: second._backlog() > 0)
         release.set()
         for job in (first, second):
             assert sum(frame.shape[0] for frame in job.frames()) > 0
