@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -195,13 +196,16 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
     assert [threads for name, threads, _ in decodes if name == "flowlm"] == [3]  # first's only
 
 
-@pytest.mark.parametrize(("min_lead", "runs"), [(0.0, DECODE_FRAMES_PER_JOB), (1e9, 1)])
+# A listener never short of audio (even on a machine slower than real time), or always.
+@pytest.mark.parametrize(
+    ("min_lead", "runs"), [(-math.inf, DECODE_FRAMES_PER_JOB), (math.inf, 1)], ids=["ahead", "short"]
+)
 def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio(
     model, voice, monkeypatch, min_lead, runs
 ):
     """One job alone: both stages on the generator thread with every core. Its first
     frame is decoded at once; later ones wait for a full run while the listener has
-    audio in hand (here: always, min_lead 0), or go one by one while it has not."""
+    audio in hand, or go one by one while it has not."""
     text = "The front door is locked, and the garage is closed."
     expected = np.concatenate(list(Synthesizer(model).stream(voice, text, OPTIONS)))
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", min_lead)
@@ -223,7 +227,7 @@ def test_taking_turns_hands_over_to_the_decoder_thread_when_a_second_job_comes(
 ):
     """With two jobs the stages go side by side again, frames queued during the turns
     included, and each job still sounds as if alone."""
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", 0.0)  # frames wait for full runs
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
     texts = [" ".join(["The quick brown fox jumps over the lazy dog."] * 3), "Good morning!"]
