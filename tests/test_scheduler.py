@@ -12,7 +12,11 @@ import torch
 
 from tests.test_threads import on_new_thread
 from wyoming_pocket_tts.engine import scheduler
-from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
+from wyoming_pocket_tts.engine.scheduler import (
+    DECODE_FRAMES_PER_JOB,
+    TURN_RUN_FRAMES,
+    SynthesisWorker,
+)
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
@@ -198,7 +202,7 @@ def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
 
 # A listener never short of audio (even on a machine slower than real time), or always.
 @pytest.mark.parametrize(
-    ("min_lead", "runs"), [(-math.inf, DECODE_FRAMES_PER_JOB), (math.inf, 1)], ids=["ahead", "short"]
+    ("min_lead", "runs"), [(-math.inf, TURN_RUN_FRAMES), (math.inf, 1)], ids=["ahead", "short"]
 )
 def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio(
     model, voice, monkeypatch, min_lead, runs
