@@ -382,8 +382,7 @@ async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:
 
 
 def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
-    """Take the first `WARM_UP_FRAMES` frames (the first is decoded on the synthesis
-    thread, the rest by the decoder), then close the stream, which stops its job."""
+    """Take the first `WARM_UP_FRAMES` frames, then close the stream, which stops its job."""
     with contextlib.closing(frames):
         for _ in itertools.islice(frames, WARM_UP_FRAMES):
             pass
