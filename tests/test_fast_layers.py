@@ -12,9 +12,11 @@ import pytest
 import safetensors.torch
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
+from wyoming_pocket_tts.engine.mimi import ELU
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.packed import (
     ROW_STEP,
@@ -114,6 +116,7 @@ def test_text_prompts_of_any_length_meet_few_matrix_shapes():
 ROW_COUNTS_PROGRAM = """
 import torch
 from torch import nn
+from torch.nn import functional as F
 from wyoming_pocket_tts.engine.packed import EXACT_ROWS, ROW_STEP, PackedLinear
 
 def resident_mb():
@@ -181,3 +184,14 @@ def test_flow_time_embeddings_are_computed_once_per_set_of_times():
     # The kept embedding is an ordinary tensor: usable outside inference mode too.
     with torch.no_grad():
         torch.testing.assert_close(head(condition, noise, (0.0, 1.0)), first, rtol=0, atol=0)
+
+
+def test_mimi_elu_equals_torch_elu_including_extremes():
+    x = torch.cat([
+        torch.linspace(-30, 30, 10_001),
+        torch.tensor([0.0, -0.0, 1e-8, -1e-8, -1e4, 1e4, float("inf"), float("-inf")]),
+    ]).view(1, 1, -1)
+    with torch.inference_mode():
+        ours = ELU()(x)
+    torch.testing.assert_close(ours, F.elu(x), rtol=0, atol=2e-7)
+    assert ours.isnan().sum() == 0

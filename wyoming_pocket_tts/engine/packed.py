@@ -52,7 +52,9 @@ class PackedLinear(nn.Module):
         if padded != count:
             rows = F.pad(rows, (0, 0, 0, padded - count))
         y = torch.ops.mkldnn._linear_pointwise(rows, self.packed_weight, self.bias, "none", [], "")
-        return y[:count].view(*x.shape[:-1], self.out_features)
+        if padded != count:
+            y = y[:count]
+        return y.view(*x.shape[:-1], self.out_features)
 
 
 @functools.cache
