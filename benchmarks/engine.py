@@ -167,15 +167,18 @@ def _measure(startup: float, first_audio, speed) -> dict:
     }
 
 
-def _child(engine: str, config: Path, voices: list[Path]) -> dict:
-    command = [
-        sys.executable, __file__, "--child", engine, "--config", str(config),
-        *[arg for voice in voices for arg in ("--voice", str(voice))],
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+def run_child(script: str, engine: str, arguments: list[str]) -> dict:
+    """`script --child engine arguments...` in a process of its own; the JSON it prints last."""
+    command = [sys.executable, script, "--child", engine, *arguments]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _child(engine: str, config: Path, voices: list[Path]) -> dict:
+    voice_arguments = [arg for voice in voices for arg in ("--voice", str(voice))]
+    return run_child(__file__, engine, ["--config", str(config), *voice_arguments])
 
 
 def main() -> None:

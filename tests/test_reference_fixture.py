@@ -26,6 +26,7 @@ from tests.support.reference_model import (
     MIN_FRAMES_BEFORE_EOS,
     BuiltModel,
     build_model,
+    packaged_config,
     reference_eos_logits,
     reference_export_voice,
     reference_frame_count,
@@ -156,6 +157,33 @@ def test_tiny_model_is_small_and_keeps_the_frame_size(tiny_model: BuiltModel) ->
     assert config["mimi"]["seanet"]["ratios"] == [6, 5, 4]
     assert config["mimi"]["frame_rate"] == 12.5
     assert tiny_model.weights_path.stat().st_size < 5_000_000
+
+
+def test_thin_model_keeps_every_layer_and_head_at_tiny_widths(
+    models_dir: Path, tokenizer_dir: Path, voice_wav: Path
+) -> None:
+    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+
+    thin = build_model(models_dir / "thin", thin=True, tokenizer_dir=tokenizer_dir)
+    config, base = _check_yaml(thin), packaged_config("english_2026-10")
+    for section in ("flow_lm", "mimi"):
+        ours, theirs = config[section], base[section]
+        if section == "flow_lm":
+            ours, theirs = ours["transformer"], theirs["transformer"]
+            assert config["flow_lm"]["flow"]["depth"] == base["flow_lm"]["flow"]["depth"]
+        else:
+            ours, theirs = ours["transformer"], theirs["transformer"]
+        assert (ours["num_layers"], ours["num_heads"]) == (theirs["num_layers"], theirs["num_heads"])
+        assert ours["d_model"] < theirs["d_model"] // 8
+    assert thin.weights_path.stat().st_size < 5_000_000
+    with pytest.raises(ValueError, match="either tiny or thin"):
+        build_model(models_dir / "neither", tiny=True, thin=True, tokenizer_dir=tokenizer_dir)
+    model = PocketTTS.load(thin.config_path)
+    audio = list(Synthesizer(model).stream(
+        model.voice_from_audio(voice_wav), "Hello.", GenerationOptions(max_frames_per_chunk=3)
+    ))
+    assert len(audio) == 3 and all(frame.shape == (1920,) for frame in audio)
 
 
 def test_build_is_cached_and_one_directory_holds_one_model(

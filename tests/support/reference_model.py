@@ -73,40 +73,43 @@ def packaged_config(base: str) -> dict[str, Any]:
     return yaml.safe_load(source.read_text(encoding="utf-8"))
 
 
-def _tiny_transformer(section: dict[str, Any]) -> None:
-    """Shrink a Mimi transformer section to 32 wide, 1 layer."""
-    section.update(
-        d_model=32,
-        num_heads=4,
-        num_layers=1,
-        dim_feedforward=64,
-        input_dimension=32,
-        output_dimensions=[32],
-    )
+def _tiny_transformer(section: dict[str, Any], keep_depth: bool) -> None:
+    """Shrink a Mimi transformer section to 32 wide (and 1 layer of 4 heads unless `keep_depth`)."""
+    section.update(dim_feedforward=64, input_dimension=32, output_dimensions=[32])
+    section.update(d_model=32 if not keep_depth else 4 * section["num_heads"])
+    if not keep_depth:
+        section.update(num_heads=4, num_layers=1)
 
 
 def _tiny_seanet(section: dict[str, Any]) -> None:
     section.update(n_filters=8, dimension=32)
 
 
-def _shrink(config: dict[str, Any]) -> None:
+def _shrink(config: dict[str, Any], keep_depth: bool = False) -> None:
     """Make every width and depth tiny while keeping the family's structure.
 
     Optional features of the base (GQA, low-rank table, z projection, a separate
     decoder) stay switched on, just smaller. Ratios and frame rate are untouched,
-    so a frame is still 1920 samples.
+    so a frame is still 1920 samples. With `keep_depth`, only widths shrink: every
+    layer, head and flow block stays, so the model makes the same operator calls
+    as the real one for almost no arithmetic (what a frame costs regardless of size).
     """
     flow_lm = config["flow_lm"]
     transformer = flow_lm["transformer"]
-    transformer.update(d_model=64, num_heads=4, num_layers=2)
+    if keep_depth:
+        transformer["d_model"] = 4 * transformer["num_heads"]
+    else:
+        transformer.update(d_model=64, num_heads=4, num_layers=2)
     if transformer.get("dim_feedforward") is not None:
         transformer["dim_feedforward"] = 96
     if transformer.get("attn_dim") is not None:
-        transformer["attn_dim"] = 64
-    if transformer.get("num_kv_heads") is not None:
+        transformer["attn_dim"] = transformer["d_model"]
+    if transformer.get("num_kv_heads") is not None and not keep_depth:
         transformer["num_kv_heads"] = 2
-    flow_lm["flow"].update(dim=32, depth=2)
-    flow_lm["lookup_table"].update(dim=64, n_bins=TINY_VOCAB)
+    flow_lm["flow"].update(dim=32)
+    if not keep_depth:
+        flow_lm["flow"].update(depth=2)
+    flow_lm["lookup_table"].update(dim=transformer["d_model"], n_bins=TINY_VOCAB)
     if flow_lm["lookup_table"].get("rank") is not None:
         flow_lm["lookup_table"]["rank"] = 16
     if flow_lm.get("z_dim") is not None:
@@ -114,11 +117,11 @@ def _shrink(config: dict[str, Any]) -> None:
 
     mimi = config["mimi"]
     _tiny_seanet(mimi["seanet"])
-    _tiny_transformer(mimi["transformer"])
+    _tiny_transformer(mimi["transformer"], keep_depth)
     if mimi.get("decoder_seanet"):
         _tiny_seanet(mimi["decoder_seanet"])
     if mimi.get("decoder_transformer"):
-        _tiny_transformer(mimi["decoder_transformer"])
+        _tiny_transformer(mimi["decoder_transformer"], keep_depth)
     mimi["quantizer"]["output_dimension"] = 32
     mimi["outer_dim"] = 32
     mimi["inner_dim"] = mimi["quantizer"]["dimension"]
@@ -128,6 +131,7 @@ def _model_name(
     base: str,
     num_layers: int | None,
     tiny: bool,
+    thin: bool,
     seed: int,
     eos_at_frame: int | None,
     early_crossing_frame: int | None,
@@ -135,6 +139,8 @@ def _model_name(
     parts = [base]
     if tiny:
         parts.append("tiny")
+    if thin:
+        parts.append("thin")
     if num_layers is not None:
         parts.append(f"{num_layers}l")
     parts.append(f"seed{seed}")
@@ -329,6 +335,7 @@ def build_model(
     *,
     num_layers: int | None = None,
     tiny: bool = False,
+    thin: bool = False,
     seed: int = 0,
     eos_at_frame: int | None = None,
     early_crossing_frame: int | None = None,
@@ -341,11 +348,15 @@ def build_model(
     temperature 0; `early_crossing_frame` adds one crossing before step 6, which
     the reference must ignore. Without `eos_at_frame` the EOS logit stays far
     below any threshold. Tokenizers are trained in `tokenizer_dir` (default:
-    inside `directory`); share one between builds to save seconds.
+    inside `directory`); share one between builds to save seconds. `tiny` shrinks
+    every width and depth (fast tests); `thin` only the widths (benchmarks/limits.py
+    measures with it what a frame costs whatever the model's size).
     """
     _check_eos_arguments(eos_at_frame, early_crossing_frame)
+    if tiny and thin:
+        raise ValueError("a model is either tiny or thin")
     directory = directory.resolve()
-    name = _model_name(base, num_layers, tiny, seed, eos_at_frame, early_crossing_frame)
+    name = _model_name(base, num_layers, tiny, thin, seed, eos_at_frame, early_crossing_frame)
     config_path = directory / f"model-{name}.yaml"
     weights_path = directory / "model.safetensors"
     others = [p for p in directory.glob("model-*.yaml") if p != config_path]
@@ -355,8 +366,8 @@ def build_model(
             "use one directory per build"
         )
     config = packaged_config(base)
-    if tiny:
-        _shrink(config)
+    if tiny or thin:
+        _shrink(config, keep_depth=thin)
     if num_layers is not None:
         config["flow_lm"]["transformer"]["num_layers"] = num_layers
     vocab = config["flow_lm"]["lookup_table"]["n_bins"]

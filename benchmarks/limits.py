@@ -1,0 +1,248 @@
+"""How far from the machine's limits: what a frame must read and compute, and what it costs anyway.
+
+The README's limit note, measured in one run instead of estimated. For one stream of
+a real-size random-weight model it prints:
+
+* the machine: memory read bandwidth (a plain sum over 400 MB) on one core and on
+  all, and the float32 matrix-product rate on all cores;
+* a frame as served (the paragraph, ms of wall time per 80 ms frame), ours and the
+  reference's, and the same for a *thin* model: every layer, head and flow block
+  of the real one at tiny widths, so that it makes the same operator calls for
+  almost no arithmetic. Its frame is what a frame costs whatever the model's size:
+  the interpreter, operator dispatch, per-call library overhead;
+* ours, stage by stage on all cores: a FlowLM step (float32 and int8) against its
+  floor, the weights it reads at the measured bandwidth plus the thin model's step;
+  a Mimi frame (eight per call) against the arithmetic it does at the measured
+  product rate plus the thin model's frame.
+
+Each engine runs in a child process of its own (the reference sets torch to one
+thread when imported). Usage: python benchmarks/limits.py [--model NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engine import PARAGRAPH, _machine, run_child
+
+STEPS = 40  # FlowLM steps timed per figure (median), after a few untimed
+MIMI_FRAMES_PER_CALL = 8  # as when the stages take turns (engine/scheduler.py)
+MIMI_CALLS = 6
+
+
+def _frame_ms(frames_audio, sample_rate: int, samples_per_frame: int) -> float:
+    """Wall milliseconds per 80 ms frame while consuming a stream of audio arrays."""
+    started = time.perf_counter()
+    samples = sum(chunk.shape[0] for chunk in frames_audio)
+    return 1000 * (time.perf_counter() - started) / (samples / samples_per_frame)
+
+
+def run_reference(configs: dict[str, str], voice: Path) -> dict:
+    from pocket_tts import TTSModel
+
+    results = {}
+    for size, config in configs.items():
+        model = TTSModel.load_model(config=config)
+        state = model.get_state_for_audio_prompt(voice, truncate=True)
+        for _ in model.generate_audio_stream(state, "Warming up."):
+            pass
+        results[f"frame_{size}"] = _frame_ms(
+            model.generate_audio_stream(state, PARAGRAPH), model.sample_rate, 1920
+        )
+    return results
+
+
+def run_ours(configs: dict[str, str], voice: Path) -> dict:
+    import torch
+
+    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.threads import available_cores, run_on_own_thread, use_cores
+
+    cores = available_cores()
+
+    def step_ms(synthesizer: Synthesizer, loaded) -> float:
+        use_cores(cores)
+        utterance = synthesizer.start(loaded, PARAGRAPH)
+        for _ in range(5):
+            synthesizer.advance([utterance])
+        times = []
+        for _ in range(STEPS):
+            started = time.perf_counter()
+            synthesizer.advance([utterance])
+            times.append(time.perf_counter() - started)
+        utterance.close()
+        return 1000 * statistics.median(times)
+
+    def mimi_ms(model: PocketTTS) -> float:
+        use_cores(cores)
+        state = model.mimi.new_decoder_state()
+        latents = torch.randn(1, MIMI_FRAMES_PER_CALL, model.flow_lm.latent_dim)
+        times = []
+        with torch.inference_mode():
+            model.mimi.decode(latents, state)
+            for _ in range(MIMI_CALLS):
+                started = time.perf_counter()
+                model.mimi.decode(latents, state)
+                times.append(time.perf_counter() - started)
+        return 1000 * statistics.median(times) / MIMI_FRAMES_PER_CALL
+
+    def mimi_mflop(model: PocketTTS) -> float:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        state = model.mimi.new_decoder_state()
+        latents = torch.randn(1, MIMI_FRAMES_PER_CALL, model.flow_lm.latent_dim)
+        with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+            model.mimi.decode(latents, state)
+        return counter.get_total_flops() / MIMI_FRAMES_PER_CALL / 1e6
+
+    results = {}
+    for size, config in configs.items():
+        for quantize in (False, True):
+            kind = f"{size}{'_int8' if quantize else ''}"
+            # All torch work on threads that end with it, as the server does: an
+            # OpenMP pool left behind on this thread would slow every later figure.
+            model = run_on_own_thread(PocketTTS.load, Path(config), quantize=quantize)
+            loaded = run_on_own_thread(model.voice_from_audio, voice)
+            synthesizer = Synthesizer(model)
+            results[f"step_{kind}"] = run_on_own_thread(step_ms, synthesizer, loaded)
+            if not quantize:
+                results[f"mimi_{size}"] = run_on_own_thread(mimi_ms, model)
+                results[f"mimi_mflop_{size}"] = run_on_own_thread(mimi_mflop, model)
+            with SynthesisWorker(synthesizer) as worker:
+                for _ in worker.stream(loaded, "Warming up."):
+                    pass
+                results[f"frame_{kind}"] = _frame_ms(
+                    worker.stream(loaded, PARAGRAPH), model.sample_rate, model.samples_per_frame
+                )
+    return results
+
+
+def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
+    """Weights a FlowLM step reads, float32 and with the transformer's products in int8.
+
+    The transformer and the flow head are read whole every step; the flow head's
+    time embeddings are computed once (engine/flow_lm.py), so they are not counted.
+    """
+    from safetensors import safe_open
+
+    float32 = int8 = 0
+    with safe_open(str(weights), "pt") as checkpoint:
+        for key in checkpoint.keys():  # noqa: SIM118 (safe_open is not iterable)
+            if not key.startswith(("flow_lm.transformer.", "flow_lm.flow_net.")) or ".time_embed." in key:
+                continue
+            elements = 1
+            for size in checkpoint.get_slice(key).get_shape():
+                elements *= size
+            float32 += 4 * elements
+            quantized = key.startswith("flow_lm.transformer.") and key.endswith(
+                ("in_proj.weight", "out_proj.weight", "linear1.weight", "linear2.weight")
+            )
+            int8 += elements if quantized else 4 * elements
+    return float32 / 1e6, int8 / 1e6
+
+
+def machine_rates() -> dict:
+    """Read bandwidth (GB/s) on one core and on all, product rate (GFLOP/s) on all."""
+    import torch
+
+    from wyoming_pocket_tts.engine.threads import available_cores
+
+    def best(work, repeats: int = 5) -> float:
+        work()
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    data = torch.randn(100_000_000)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    rates = {}
+    for cores in (1, available_cores()):
+        torch.set_num_threads(cores)
+        rates[f"read_gbs_{cores}"] = data.numel() * 4 / best(data.sum) / 1e9
+    rates["matmul_gflops"] = 2 * 2048**3 / best(lambda: a @ b) / 1e9
+    rates["cores"] = available_cores()
+    return rates
+
+
+def _child(engine: str, configs: dict[str, str], voice: Path) -> dict:
+    return run_child(__file__, engine, ["--voice", str(voice), "--configs", json.dumps(configs)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench")
+    parser.add_argument("--child", choices=("reference", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument("--configs", help=argparse.SUPPRESS)
+    parser.add_argument("--voice", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        run = run_reference if args.child == "reference" else run_ours
+        print(json.dumps(run(json.loads(args.configs), args.voice)))
+        return
+
+    from tests.support.reference_model import build_model
+    from tests.support.voices_audio import write_voice_wav
+
+    print(f"building / loading the random-weight {args.model} model and its thin twin ...", flush=True)
+    tokenizers = args.cache / "tokenizers"
+    real = build_model(args.cache / args.model, base=args.model, tokenizer_dir=tokenizers)
+    thin = build_model(args.cache / f"{args.model}-thin", base=args.model, thin=True, tokenizer_dir=tokenizers)
+    voice = write_voice_wav(args.cache / args.model / "voice0.wav", seconds=5.0, seed=0)
+    configs = {"real": str(real.config_path), "thin": str(thin.config_path)}
+    print("measuring the machine, then the reference, then ours ...", flush=True)
+    rates = machine_rates()
+    reference = _child("reference", configs, voice)
+    ours = _child("ours", configs, voice)
+    float32_mb, int8_mb = flow_lm_megabytes(real.weights_path)
+    report(args.model, rates, reference, ours, float32_mb, int8_mb)
+
+
+def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: float, int8_mb: float) -> None:
+    cores = rates["cores"]
+    bandwidth = rates[f"read_gbs_{cores}"]
+    product = rates["matmul_gflops"]
+    print(f"\nmodel {model}; machine: {_machine()}")
+    print(f"read bandwidth {rates['read_gbs_1']:.1f} GB/s on 1 core, {bandwidth:.1f} GB/s on {cores}; "
+          f"float32 products {product:.0f} GFLOP/s on {cores} cores\n")
+    print(f"{'one stream, milliseconds per 80 ms frame':52} {'reference':>10} {'ours':>8} {'ours int8':>10}")
+    rows = [
+        ("a frame as served (60-word paragraph)", reference["frame_real"], ours["frame_real"], ours["frame_real_int8"]),
+        ("  the thin model's frame: fixed costs", reference["frame_thin"], ours["frame_thin"], ours["frame_thin_int8"]),
+        (f"FlowLM step alone, {cores} cores", None, ours["step_real"], ours["step_real_int8"]),
+        ("  the thin model's step: fixed costs", None, ours["step_thin"], ours["step_thin_int8"]),
+        ("  weights read at the bandwidth above",
+         None, float32_mb / bandwidth, int8_mb / bandwidth),
+        ("  floor: fixed costs + weights read", None,
+         ours["step_thin"] + float32_mb / bandwidth, ours["step_thin_int8"] + int8_mb / bandwidth),
+        (f"Mimi frame alone, {MIMI_FRAMES_PER_CALL} per call, {cores} cores", None, ours["mimi_real"], None),
+        ("  the thin model's frame: fixed costs", None, ours["mimi_thin"], None),
+        (f"  {ours['mimi_mflop_real']:.0f} MFLOP at the product rate above", None,
+         ours["mimi_mflop_real"] / product, None),
+        ("  floor: fixed costs + arithmetic", None,
+         ours["mimi_thin"] + ours["mimi_mflop_real"] / product, None),
+    ]
+    for label, *values in rows:
+        cells = [f"{'n/a':>{width}}" if value is None else f"{value:>{width}.1f}"
+                 for value, width in zip(values, (10, 8, 10), strict=True)]
+        print(f"{label:52} " + " ".join(cells))
+    print(f"\nFlowLM reads {float32_mb:.0f} MB a step in float32, {int8_mb:.0f} MB with --quantize. "
+          "Taking turns (float32, one stream), a frame costs at least the FlowLM floor plus the "
+          f"Mimi floor: {ours['step_thin'] + float32_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
+
+
+if __name__ == "__main__":
+    main()
