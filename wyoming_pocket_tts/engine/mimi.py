@@ -100,15 +100,17 @@ Streams = StreamState | DecoderBatch
 
 
 class ELU(nn.Module):
-    """ELU (alpha 1) as relu(x) + exp(min(x, 0)) - 1: the same values within 1e-7.
+    """ELU (alpha 1) as max(x, exp(min(x, 0)) - 1): the same values within 1e-7.
 
     PyTorch's ELU kernel computes expm1, which costs twice an exp here; measured on
-    the decoder's shapes (x86, AVX2), this form takes about 25% less time, and the
-    ELUs are a tenth of a decoded frame's.
+    the decoder's shapes (x86, AVX2), this form takes 20-40% less time, and the ELUs
+    are a tenth of a decoded frame's. Like torch's, it allocates one tensor.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp(x, max=0).exp_().sub_(1).add_(torch.relu(x))
+        # exp(x) - 1 >= x for x <= 0, and exp(0) - 1 = 0 < x for x > 0.
+        y = torch.clamp(x, max=0).exp_().sub_(1)
+        return torch.maximum(y, x, out=y)
 
 
 class CausalConv1d(nn.Module):
