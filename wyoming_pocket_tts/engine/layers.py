@@ -41,7 +41,10 @@ def rotation(first_position: int, count: int, head_dim: int, max_period: float) 
 
 
 def rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of x [B, H, T, D], channel pairs (2i, 2i+1) interleaved.
+    """Rotary position embedding of x [..., D], channel pairs (2i, 2i+1) interleaved.
+
+    `rotation` ([T, D/2], see `rotation()`) is broadcast against x's pairs: for x
+    [B, T, H, D], pass `rotation[:, None]`.
 
     Each pair is a complex number turned by its position's angle: one complex product,
     where the same arithmetic on separate real and imaginary halves took a dozen
@@ -90,21 +93,17 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, layer: int, streams: Sequence[Stream]) -> torch.Tensor:
         """x [B, T, embed]; one stream for the whole batch, or one per batch row."""
         batch, steps, _ = x.shape
-        projected = self.in_proj(x)
-        queries = projected[..., : self.attn_dim].view(batch, steps, self.num_heads, -1)
-        queries = queries.transpose(1, 2)
-        keys, values = (
-            projected[..., self.attn_dim :]
-            .view(batch, steps, 2, self.num_kv_heads, self.head_dim)
-            .permute(2, 0, 3, 1, 4)
-        )
+        # [B, T, heads, D]: the query heads, then the key heads, then the value heads.
+        heads = self.in_proj(x).view(batch, steps, -1, self.head_dim)
+        rotated = self.num_heads + self.num_kv_heads  # queries and keys, turned together
         rows = [slice(None)] if len(streams) == 1 else [slice(i, i + 1) for i in range(batch)]
         outputs = []
         for stream, row in zip(streams, rows, strict=True):
-            row_keys = rotate(keys[row], stream.rotation)
-            row_keys, row_values = stream.cache.append(layer, row_keys, values[row])
+            turned = rotate(heads[row, :, :rotated], stream.rotation[:, None]).transpose(1, 2)
+            queries, keys = turned.split((self.num_heads, self.num_kv_heads), dim=1)
+            keys, values = stream.cache.append(layer, keys, heads[row, :, rotated:].transpose(1, 2))
             outputs.append(F.scaled_dot_product_attention(
-                rotate(queries[row], stream.rotation), row_keys, row_values,
+                queries, keys, values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
             ))
         out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
