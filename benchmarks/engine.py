@@ -89,10 +89,15 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
         total = sum(job.samples for job in jobs) / model.sample_rate
         return total / (time.perf_counter() - started), min(speeds)
 
-    results = _measure(startup, first_audio, speed)
-    if quantize:
-        results["int8_error"] = _int8_error(config, model, loaded[0])
-    results["concurrent_x"], results["slowest_stream_x"] = concurrent()
+    try:
+        results = _measure(startup, first_audio, speed)
+        if quantize:
+            results["int8_error"] = _int8_error(config, model, loaded[0])
+        results["concurrent_x"], results["slowest_stream_x"] = concurrent()
+    finally:
+        # Its threads end before the process does: a daemon thread caught inside a
+        # torch operator when Python exits aborts the process ("terminate called").
+        worker.close()
     return results
 
 
