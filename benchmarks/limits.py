@@ -166,14 +166,9 @@ def machine_rates() -> dict:
 
     from wyoming_pocket_tts.engine.threads import available_cores
 
-    def best(work, repeats: int = 5) -> float:
+    def best(work) -> float:
         work()
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            work()
-            times.append(time.perf_counter() - started)
-        return min(times)
+        return min(_timed(work) for _ in range(5))
 
     data = torch.randn(100_000_000)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
