@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine import PARAGRAPH, _machine, run_child
+from tests.support.reference_model import FRAME_SAMPLES, build_model
+from tests.support.voices_audio import write_voice_wav
 
 STEPS = 40  # FlowLM steps timed per round (median), after a few untimed
 MIMI_FRAMES_PER_CALL = 8  # as when the stages take turns (engine/scheduler.py)
@@ -47,7 +49,7 @@ def _timed(function, *args) -> float:
     return time.perf_counter() - started
 
 
-def _frame_ms(frames_audio, sample_rate: int, samples_per_frame: int) -> float:
+def _frame_ms(frames_audio, samples_per_frame: int) -> float:
     """Wall milliseconds per 80 ms frame while consuming a stream of audio arrays."""
     started = time.perf_counter()
     samples = sum(chunk.shape[0] for chunk in frames_audio)
@@ -64,7 +66,7 @@ def run_reference(configs: dict[str, str], voice: Path) -> dict:
         for _ in model.generate_audio_stream(state, "Warming up."):
             pass
         results[f"frame_{size}"] = _frame_ms(
-            model.generate_audio_stream(state, PARAGRAPH), model.sample_rate, 1920
+            model.generate_audio_stream(state, PARAGRAPH), FRAME_SAMPLES
         )
     return results
 
@@ -131,7 +133,7 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
                 for _ in worker.stream(loaded, "Warming up."):
                     pass
                 results[f"frame_{kind}"] = _frame_ms(
-                    worker.stream(loaded, PARAGRAPH), model.sample_rate, model.samples_per_frame
+                    worker.stream(loaded, PARAGRAPH), model.samples_per_frame
                 )
     return results
 
@@ -197,9 +199,6 @@ def main() -> None:
         run = run_reference if args.child == "reference" else run_ours
         print(json.dumps(run(json.loads(args.configs), args.voice)))
         return
-
-    from tests.support.reference_model import build_model
-    from tests.support.voices_audio import write_voice_wav
 
     print(f"building / loading the random-weight {args.model} model and its thin twin ...", flush=True)
     tokenizers = args.cache / "tokenizers"

@@ -116,7 +116,6 @@ def test_text_prompts_of_any_length_meet_few_matrix_shapes():
 ROW_COUNTS_PROGRAM = """
 import torch
 from torch import nn
-from torch.nn import functional as F
 from wyoming_pocket_tts.engine.packed import EXACT_ROWS, ROW_STEP, PackedLinear
 
 def resident_mb():

@@ -74,11 +74,13 @@ def packaged_config(base: str) -> dict[str, Any]:
 
 
 def _tiny_transformer(section: dict[str, Any], keep_depth: bool) -> None:
-    """Shrink a Mimi transformer section to 32 wide (and 1 layer of 4 heads unless `keep_depth`)."""
+    """Shrink a Mimi transformer section: 32 wide, 1 layer of 4 heads; with `keep_depth`,
+    its layers and heads stay, 4 channels each."""
     section.update(dim_feedforward=64, input_dimension=32, output_dimensions=[32])
-    section.update(d_model=32 if not keep_depth else 4 * section["num_heads"])
-    if not keep_depth:
-        section.update(num_heads=4, num_layers=1)
+    if keep_depth:
+        section["d_model"] = 4 * section["num_heads"]
+    else:
+        section.update(d_model=32, num_heads=4, num_layers=1)
 
 
 def _tiny_seanet(section: dict[str, Any]) -> None:
