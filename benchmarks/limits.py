@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -41,6 +42,34 @@ MIMI_CALLS = 6  # per round (median)
 # A stage's figure is its best round: a floor is compared with the least disturbed
 # measurement (the machine's slow spells last minutes and raise a median by 20-40%).
 ROUNDS = 3
+
+
+def _packed_linear_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    return 2 * math.prod(x_shape) * w_shape[0]
+
+
+def _packed_conv_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    """Each output sample: one product per input channel of its group and kernel tap."""
+    return 2 * math.prod(out_shape) * math.prod(w_shape[1:])
+
+
+def _packed_transposed_conv_flops(x_shape, w_shape, bias, padding, output_padding, stride,
+                                  dilation, groups, *args, out_shape=None, **kwargs) -> int:
+    """Each input sample: one product per output channel of its group and kernel tap."""
+    return 2 * math.prod(x_shape) * out_shape[1] // groups * w_shape[-1]
+
+
+def _packed_flops() -> dict:
+    """FLOP formulas for the oneDNN operators our packed layers call: torch's FLOP
+    counter knows aten's operators only."""
+    import torch
+
+    mkldnn = torch.ops.mkldnn
+    return {
+        mkldnn._linear_pointwise: _packed_linear_flops,
+        mkldnn._convolution_pointwise: _packed_conv_flops,
+        mkldnn._convolution_transpose_pointwise: _packed_transposed_conv_flops,
+    }
 
 
 def _timed(function, *args) -> float:
@@ -112,7 +141,9 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
 
         state = model.mimi.new_decoder_state()
         latents = torch.randn(1, MIMI_FRAMES_PER_CALL, model.flow_lm.latent_dim)
-        with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        with torch.inference_mode(), FlopCounterMode(
+            display=False, custom_mapping=_packed_flops()
+        ) as counter:
             model.mimi.decode(latents, state)
         return counter.get_total_flops() / MIMI_FRAMES_PER_CALL / 1e6
 
