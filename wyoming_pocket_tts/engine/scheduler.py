@@ -159,8 +159,8 @@ class SynthesisWorker:
     each step: the generator thread then waits with every backlog full. While it
     waits, the decoder's calls leave one job out, for the generator thread to decode
     (each job's frames still go through one thread at a time, in order). Four int8
-    streams, in one process against the decoder taking every job: 6.84x against
-    6.32x real time (median of four rounds, ahead in all four).
+    streams, in one process against the decoder taking every job: 6.73x against
+    6.22x real time (median of four rounds, ahead in all four).
     """
 
     def __init__(
