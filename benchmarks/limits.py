@@ -45,6 +45,7 @@ ROUNDS = 3
 
 
 def _packed_linear_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    """Each input row: one product per weight."""
     return 2 * math.prod(x_shape) * w_shape[0]
 
 
