@@ -495,7 +495,7 @@ class SynthesisWorker:
                     job._finish(error)
         finally:
             with self._wake:
-                self._in_decoding.difference_update(job for job, _, _ in batch)
+                self._in_decoding.difference_update(job for job, *_ in batch)
                 self._wake.notify_all()
 
     def _deliver(self, queued: dict[SynthesisJob, list[LatentFrame]]) -> None:
