@@ -15,7 +15,9 @@ from tests.test_threads import on_new_thread
 from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
+    MIN_LEAD_SECONDS,
     TURN_RUN_FRAMES,
+    SynthesisJob,
     SynthesisWorker,
 )
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
@@ -104,11 +106,20 @@ def test_reused_worker_after_errors_keeps_serving(model, voice, take_turns):
         assert sum(frame.shape[0] for frame in job.frames()) > 0
 
 
+def queued_job(lead_seconds: float | None = None, sample_rate: int = 24_000) -> SynthesisJob:
+    """A job for queue-level tests: unheard, or heard with `lead_seconds` of audio in hand."""
+    job = SynthesisJob(utterance=None, on_ready=None)
+    if lead_seconds is not None:
+        job.first_audio_at = time.monotonic()
+        job.samples = round(lead_seconds * sample_rate)
+    return job
+
+
 def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
     """A long backlog of one job is decoded a few frames per call, in order; another
     job's first frame goes into the very next call instead of waiting behind it all."""
     worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    backlog, newcomer = object(), object()
+    backlog, newcomer = queued_job(), queued_job()
     worker._decode_queue.extend([(backlog, f"frame {i}", None) for i in range(10)])
     worker._decode_queue.append((backlog, None, None))
     worker._decode_queue.append((newcomer, "first frame", None))
@@ -126,7 +137,7 @@ def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
 def test_a_job_is_decoded_by_one_thread_at_a_time_and_in_order(model):
     """Two threads may decode at once, but never the same job: its later frames wait."""
     worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    busy, other, third = object(), object(), object()
+    busy, other, third = queued_job(), queued_job(), queued_job()
     worker._decode_queue.extend([(busy, "busy 0", None), (other, "other 0", None)])
     first = worker._next_decode_batch(max_jobs=1)
     assert first == [(busy, "busy 0", None)]
@@ -138,9 +149,41 @@ def test_a_job_is_decoded_by_one_thread_at_a_time_and_in_order(model):
     assert not worker._decodable()
 
 
+def test_decoder_takes_the_listeners_short_of_audio_first(model):
+    """A call over every job would keep a listener who is about to run dry (or has
+    heard nothing) waiting behind frames others do not need yet."""
+    worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
+    rate = model.sample_rate
+    ahead = queued_job(10 * MIN_LEAD_SECONDS, rate)
+    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
+    unheard = queued_job()
+    worker._decode_queue.extend([(ahead, "ahead 0", None), (ahead, "ahead 1", None)])
+    worker._decode_queue.extend([(short, "short 0", None), (unheard, "unheard 0", None)])
+    assert worker._next_decode_batch() == [(short, "short 0", None), (unheard, "unheard 0", None)]
+    worker._in_decoding.clear()
+    assert worker._next_decode_batch() == [(ahead, "ahead 0", None), (ahead, "ahead 1", None)]
+
+
+def test_generator_decodes_frames_itself_only_for_listeners_who_need_them_now(model):
+    """Right after its step, the generator decodes the first frame of a job nobody has
+    heard (on every core if the decoder is idle), and, while the decoder works, the
+    frame of any job whose listener is short of audio; other frames go to the queue."""
+    worker = SynthesisWorker(Synthesizer(model))
+    rate = model.sample_rate
+    unheard = queued_job()
+    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
+    ahead = queued_job(10 * MIN_LEAD_SECONDS, rate)
+    assert [worker._decode_here(job, decoder_idle=True) for job in (unheard, short, ahead)] == [
+        True, False, False
+    ]
+    assert [worker._decode_here(job, decoder_idle=False) for job in (unheard, short, ahead)] == [
+        True, True, False
+    ]
+
+
 def test_decoder_leaves_a_job_out_only_while_the_generator_waits(model):
     worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    jobs = [object(), object(), object()]
+    jobs = [queued_job(), queued_job(), queued_job()]
     worker._decode_queue.extend((job, "frame", None) for job in jobs)
     assert worker._decoder_share() is None  # FlowLM busy: every job in the decoder's call
     worker._generator_waiting = True
@@ -226,39 +269,52 @@ def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(model, voi
     assert len(decodes) > 1 and {(name, threads) for name, threads, _ in decodes[1:]} == {("mimi", 1)}
 
 
-def test_text_prompt_and_first_frame_stay_on_one_core_while_the_decoder_works(
+def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
     model, voice, monkeypatch
 ):
-    """More threads for FlowLM while Mimi works would take the decoder's core."""
+    """With the decoder thread busy on another job, a new request's text prompt and
+    first frame run at once on the generator thread, and on its core only (more
+    threads would take the decoder's): its listener waits for neither the decoder's
+    call nor a step of the other job."""
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
+    order = []
+    step = model.flow_lm.step
+
+    def ordered_step(latents, caches, prefix=None):
+        order.append("prompt" if prefix is not None else f"step of {latents.shape[0]}")
+        return step(latents, caches, prefix)
+
+    monkeypatch.setattr(model.flow_lm, "step", ordered_step)
     decode, decoding, release = synthesizer.decode, threading.Event(), threading.Event()
 
     def held_decode(frames):
         if threading.current_thread().name == "mimi":
             decoding.set()
             release.wait(timeout=60)
+        order.append(f"decode of {len(frames)} on {threading.current_thread().name}")
         return decode(frames)
 
     monkeypatch.setattr(synthesizer, "decode", held_decode)
     with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=False) as worker:
         first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
         assert decoding.wait(timeout=60)
+        order.clear()
         second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
-        # Held until the second job's first frame has gone to the (busy) decoder:
-        # released any sooner, the decoder could drain and be idle when that frame
-        # comes, and it would rightly be decoded on every core.
-        wait_until(lambda: second._backlog() > 0)
-        release.set()
+        try:
+            wait_until(lambda: second.samples > 0, timeout=30)
+        finally:
+            release.set()
         for job in (first, second):
             assert sum(frame.shape[0] for frame in job.frames()) > 0
+    assert order[order.index("prompt") + 1] == "decode of 1 on flowlm"
     prompts = [threads for prompt, threads in seen if prompt]
     assert prompts == [3, 1]
-    # Every core for the first job's first frame only; the generator's later help
+    # Every core for the first job's first frame only; the generator's later decoding
     # (while the decoder was held) stays on its own core.
     on_generator = [threads for name, threads, _ in decodes if name == "flowlm"]
-    assert on_generator[0] == 3 and set(on_generator[1:]) <= {1}
+    assert on_generator[0] == 3 and len(on_generator) > 1 and set(on_generator[1:]) == {1}
 
 
 # A listener never short of audio (even on a machine slower than real time), or always.

@@ -12,10 +12,12 @@ is full, decodes the frames of a job the decoder thread left out. While a single
 job is active, the stages can instead take turns on the generator thread, each on
 every core (`SynthesisWorker` says when that pays). What a new request's listener
 waits for, its text prompt's pass and then the decoding of its first frame, runs
-on the generator thread with every core when the decoder has nothing to do; it
-gets them in full only if no other long-lived thread of the process ran torch on
-several cores (load the model and voices with `threads.run_on_own_thread`; the
-reason is in threads.py).
+on the generator thread before anything else: on every core when the decoder has
+nothing to do, on the generator's own core when it has (its call would come first).
+Every core means all of them only if no other long-lived thread of the process
+ran torch on several cores (load the model and voices with
+`threads.run_on_own_thread`; the reason is in threads.py). Until a listener has
+some audio in hand, its frames also go before other jobs' in every Mimi call.
 
 A job whose consumer has not taken its audio is skipped until it has, so a slow
 reader cannot make the server buffer unbounded audio; a cancelled job is dropped
@@ -329,7 +331,18 @@ class SynthesisWorker:
             self._wake.notify_all()
 
     def _step(self, jobs: list[SynthesisJob], turns: bool) -> None:
-        """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue."""
+        """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue.
+
+        Jobs nobody has heard yet go first: their listeners wait for this step (their
+        text prompt's pass, which runs on its own anyway) and the decoding of its
+        frame, and not also for the step of every other job.
+        """
+        unheard = [job for job in jobs if job.first_audio_at is None and job._backlog() == 0]
+        for group in (unheard, [job for job in jobs if job not in unheard]):
+            if group:
+                self._advance(group, turns)
+
+    def _advance(self, jobs: list[SynthesisJob], turns: bool) -> None:
         threads = self.prompt_threads if turns or self._decoder_idle() else self.threads_per_stage
         try:
             frames = self.synthesizer.advance([job._utterance for job in jobs], threads)
@@ -340,37 +353,47 @@ class SynthesisWorker:
                 self._retire(job)
                 self._to_decoder(job, None, error)
             return
-        firsts = set() if turns else self._decode_first_frames(jobs, frames)
+        decoded = set() if turns else self._decode_urgent_frames(jobs, frames)
         for job, frame in zip(jobs, frames, strict=True):
-            if frame is not None and job not in firsts:
+            if frame is not None and job not in decoded:
                 self._to_decoder(job, frame, None)
             elif frame is None and job._utterance.finished:
                 self._retire(job)
                 self._to_decoder(job, None, None)
 
-    def _decode_first_frames(
+    def _decode_urgent_frames(
         self, jobs: list[SynthesisJob], frames: list[LatentFrame | None]
     ) -> set[SynthesisJob]:
-        """Decode here, on every core, the first frame of jobs nobody has heard yet.
+        """Decode here, at once, the frames of listeners who cannot wait for the decoder.
 
-        Only while the decoder is idle: it then stays so until this thread queues a
-        frame, so the cores are free. The next FlowLM step waits meanwhile, which
-        costs nothing a listener hears (the frame holds 80 ms of audio). Measured
-        on two cores, requests alternating: first audio 71-80 ms against 80-92 ms
-        with the decoder on one core beside that step. Returns the jobs whose
-        frame this took.
+        While the decoder is idle, the first frame of each job nobody has heard yet,
+        on every core (the decoder stays idle until this thread queues a frame):
+        measured on two cores, requests alternating, first audio 71-80 ms against
+        80-92 ms with the decoder on one core beside the next step. While the decoder
+        works, the frame of each job whose listener is short of audio, on this
+        thread's own core: the decoder's call, a few frames of every other job, would
+        come first. A new request while four paragraphs were spoken (int8, in one
+        process): first audio 73-87 ms against 338 ms before, and its audio late by
+        11 ms at worst (median) against 123 ms with only first frames decoded here.
+        The next FlowLM step waits meanwhile, which the other listeners, with audio
+        in hand, do not hear. Only jobs with nothing queued, so that each job's
+        frames stay in order. Returns the jobs whose frame this took.
         """
-        firsts = {
+        idle = self._decoder_idle()
+        urgent = {
             job: [frame] for job, frame in zip(jobs, frames, strict=True)
-            if frame is not None and job.first_audio_at is None and job._backlog() == 0
+            if frame is not None and job._backlog() == 0 and self._decode_here(job, idle)
         }
-        if not firsts or not self._decoder_idle():
+        if not urgent:
             return set()
-        for job in firsts:
+        for job in urgent:
             job._hand_over_frame()
-        with intra_op_threads(self.prompt_threads):
-            self._deliver(firsts)
-        return set(firsts)
+        with intra_op_threads(self.prompt_threads if idle else None):
+            self._deliver(urgent)
+        return set(urgent)
+
+    def _decode_here(self, job: SynthesisJob, decoder_idle: bool) -> bool:
+        return job.first_audio_at is None if decoder_idle else self._short_of_audio(job)
 
     def _retire(self, job: SynthesisJob) -> None:
         with self._wake:
@@ -407,16 +430,21 @@ class SynthesisWorker:
         self._decode_batch(batch)
 
     def _decoding_due(self) -> bool:
-        sample_rate = self.synthesizer.model.sample_rate
         full_run = min(TURN_RUN_FRAMES, self.max_buffered_frames)
         queued: dict[SynthesisJob, int] = {}
         for job, frame, _ in self._decode_queue:
-            if frame is None or job.cancelled or job.first_audio_at is None:
+            if frame is None or job.cancelled:
                 return True
             queued[job] = queued.get(job, 0) + 1
         return any(
-            count >= full_run or job._lead(sample_rate) < MIN_LEAD_SECONDS
-            for job, count in queued.items()
+            count >= full_run or self._short_of_audio(job) for job, count in queued.items()
+        )
+
+    def _short_of_audio(self, job: SynthesisJob) -> bool:
+        """Whether the job's listener has heard nothing yet, or is about to run dry."""
+        return (
+            job.first_audio_at is None
+            or job._lead(self.synthesizer.model.sample_rate) < MIN_LEAD_SECONDS
         )
 
     # -- decoder thread (Mimi) ----------------------------------------------------
@@ -454,17 +482,21 @@ class SynthesisWorker:
         """Take the queue's entries, up to `frames_per_job` frames of each job.
 
         A job's later entries stay queued, in order, for the next call: one call over
-        a long backlog would keep a new request's first frame waiting behind it. Jobs
+        a long backlog would keep a new request's first frame waiting behind it. While
+        some listener is short of audio, the call takes only such jobs: it is then a
+        fraction of a call over every job, and the others have audio in hand. Jobs
         another thread is decoding are left alone, and so are jobs beyond `max_jobs`;
         the jobs taken wait for this call (`_in_decoding`) until `_decode_batch` has
         done it, whichever thread takes their next. Called with `_wake` held.
         """
+        urgent = {job for job in self._decodable_jobs() if self._short_of_audio(job)}
         taken, left = [], deque()
         frames: dict[SynthesisJob, int] = {}
         for entry in self._decode_queue:
             job, frame, _ = entry
             if (
                 job in self._in_decoding
+                or (urgent and job not in urgent)
                 or (job in frames and frames[job] >= frames_per_job)
                 or (job not in frames and max_jobs is not None and len(frames) >= max_jobs)
             ):
