@@ -14,7 +14,9 @@ of them; every figure is the median over the rounds. For each engine it prints:
 * peak resident memory with the model and three voices loaded,
 * (ours only: the reference is not safe to share between threads) four
   concurrent streams: aggregate audio seconds per wall second, and the slowest
-  stream's own speed,
+  stream's own speed; and a short request that comes while four paragraphs are
+  spoken: its time to first audio, and how far its audio fell behind at worst,
+  played from its first frame (0: it never ran dry),
 
 and the ratios ours / reference. Usage: python benchmarks/engine.py [--model NAME] [--runs N]
 """
@@ -34,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("reference", "ours", "ours-int8")
 FIRST_AUDIO_SAMPLES = 5
+NEWCOMER_AFTER_SECONDS = 3.0  # the four streams are well under way by then
 SHORT = "Done, the kitchen light is on."
 PARAGRAPH = (
     "Good morning! It is seven thirty, and the weather in the city is mild: fourteen degrees, "
@@ -89,11 +92,28 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
         total = sum(job.samples for job in jobs) / model.sample_rate
         return total / (time.perf_counter() - started), min(speeds)
 
+    def newcomer() -> tuple[float, float]:
+        """A short request while four paragraphs are spoken: see `_listen`."""
+        started = time.perf_counter()
+        jobs = [worker.submit(voice, PARAGRAPH, on_ready=worker.wake) for voice in loaded + loaded[:1]]
+        threads = [threading.Thread(target=_drain, args=(job, started)) for job in jobs]
+        for thread in threads:
+            thread.start()
+        time.sleep(NEWCOMER_AFTER_SECONDS)
+        try:
+            return _listen(worker.stream(loaded[1], SHORT), model.sample_rate)
+        finally:
+            for job in jobs:
+                job.cancel()
+            for thread in threads:
+                thread.join()
+
     try:
         results = _measure(startup, first_audio, speed)
         if quantize:
             results["int8_error"] = _int8_error(config, model, loaded[0])
         results["concurrent_x"], results["slowest_stream_x"] = concurrent()
+        results["newcomer_first_audio_ms"], results["newcomer_late_ms"] = newcomer()
     finally:
         # Its threads end before the process does: a daemon thread caught inside a
         # torch operator when Python exits aborts the process ("terminate called").
@@ -129,6 +149,22 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> float:
         latents, exact = outputs(reference, [])
         _, approximate = outputs(quantized, latents)
     return float((approximate - exact).norm() / exact.norm())
+
+
+def _listen(stream, sample_rate: int) -> tuple[float, float]:
+    """A stream's time to first audio, and how late its audio came at worst (ms).
+
+    Lateness is against a player that starts with the first frame: how long it
+    would have waited for the next frame at worst (0 if it never ran dry).
+    """
+    started = time.perf_counter()
+    first = next(stream)
+    playing_since = time.perf_counter()
+    heard, late = first.shape[0] / sample_rate, 0.0
+    for frame in stream:
+        late = max(late, time.perf_counter() - playing_since - heard)
+        heard += frame.shape[0] / sample_rate
+    return 1000 * (playing_since - started), 1000 * late
 
 
 def _drain(job, started: float) -> float:
@@ -226,9 +262,11 @@ def main() -> None:
         ("peak memory, model + 3 voices (MB)", "peak_rss_mb", "{:.0f}"),
         ("4 concurrent streams, aggregate speed", "concurrent_x", "{:.2f}"),
         ("4 concurrent streams, slowest stream", "slowest_stream_x", "{:.2f}"),
+        ("4 streams + new request: first audio (ms)", "newcomer_first_audio_ms", "{:.0f}"),
+        ("4 streams + new request: late by (ms)", "newcomer_late_ms", "{:.0f}"),
     ]
     print(f"\nmodel {args.model}, {args.runs} rounds (median); machine: {_machine()}")
-    print(f"{'':38} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
+    print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
     for label, key, fmt in rows:
         cells = []
         for engine in ENGINES:
@@ -237,7 +275,7 @@ def main() -> None:
             ref = results["reference"].get(key)
             if engine != "reference":
                 cells.append(f"{value / ref:>8.2f}x" if ref else f"{'':>9}")
-        print(f"{label:38} " + " ".join(cells))
+        print(f"{label:42} " + " ".join(cells))
     error = results["ours-int8"]["int8_error"]
     print(f"int8: FlowLM output relative error against float32, same inputs: {error:.2%}")
 
