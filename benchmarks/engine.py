@@ -78,15 +78,20 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
         samples = sum(frame.shape[0] for frame in worker.stream(loaded[0], PARAGRAPH))
         return samples / model.sample_rate / (time.perf_counter() - started)
 
-    def concurrent() -> tuple[float, float]:
-        """Four streams at once: aggregate speed, and the slowest stream's own speed."""
-        started = time.perf_counter()
+    def four_paragraphs(started: float) -> tuple[list, list[threading.Thread], list[float]]:
+        """Four paragraphs at once, each drained by a listener thread that records its speed."""
         jobs = [worker.submit(voice, PARAGRAPH, on_ready=worker.wake) for voice in loaded + loaded[:1]]
-        speeds = []
+        speeds: list[float] = []
         threads = [threading.Thread(target=lambda job=job: speeds.append(_drain(job, started)))
                    for job in jobs]
         for thread in threads:
             thread.start()
+        return jobs, threads, speeds
+
+    def concurrent() -> tuple[float, float]:
+        """Four streams at once: aggregate speed, and the slowest stream's own speed."""
+        started = time.perf_counter()
+        jobs, threads, speeds = four_paragraphs(started)
         for thread in threads:
             thread.join()
         total = sum(job.samples for job in jobs) / model.sample_rate
@@ -94,11 +99,7 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
 
     def newcomer() -> tuple[float, float]:
         """A short request while four paragraphs are spoken: see `_listen`."""
-        started = time.perf_counter()
-        jobs = [worker.submit(voice, PARAGRAPH, on_ready=worker.wake) for voice in loaded + loaded[:1]]
-        threads = [threading.Thread(target=_drain, args=(job, started)) for job in jobs]
-        for thread in threads:
-            thread.start()
+        jobs, threads, _ = four_paragraphs(time.perf_counter())
         time.sleep(NEWCOMER_AFTER_SECONDS)
         try:
             return _listen(worker.stream(loaded[1], SHORT), model.sample_rate)

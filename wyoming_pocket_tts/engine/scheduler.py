@@ -375,10 +375,10 @@ class SynthesisWorker:
         come first. A new request while four int8 paragraphs were spoken: first
         audio 73-87 ms (338 ms before, in a run minutes apart), and its audio late by
         11 ms at worst against 123 ms with only first frames decoded here (medians of
-        six rounds, the two alternating in one process).
-        The next FlowLM step waits meanwhile, which the other listeners, with audio
-        in hand, do not hear. Only jobs with nothing queued, so that each job's
-        frames stay in order. Returns the jobs whose frame this took.
+        six rounds, the two alternating in one process). The next FlowLM step waits
+        meanwhile, which the other listeners, with audio in hand, do not hear. Only
+        jobs with nothing queued, so that each job's frames stay in order. Returns
+        the jobs whose frame this took.
         """
         idle = self._decoder_idle()
         urgent = {
