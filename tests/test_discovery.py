@@ -105,8 +105,35 @@ def test_registration_is_seen_by_a_browser_then_withdrawn() -> None:
     assert removed
 
 
+async def _zeroconf_renames_twins_here() -> bool:
+    """Whether zeroconf itself, with two responders on this machine's loopback, gives
+    the second one of a name another name.
+
+    It needs the first responder's answer to the second's probe, and the kernel hands
+    a unicast answer to just one of the sockets sharing port 5353 on the same address:
+    on some machines never the one that asked.
+    """
+    responders, names = [], []
+    try:
+        for port in (10237, 10238):
+            zeroconf = AsyncZeroconf(interfaces=LOOPBACK_ONLY, ip_version=IPVersion.V4Only)
+            responders.append(zeroconf)
+            info = AsyncServiceInfo(
+                SERVICE_TYPE, f"zeroconf-twin.{SERVICE_TYPE}", port=port,
+                parsed_addresses=["192.0.2.7"],
+            )
+            await (await zeroconf.async_register_service(info, allow_name_change=True))
+            names.append(info.name)
+    finally:
+        for zeroconf in responders:
+            await zeroconf.async_close()
+    return names[0] != names[1]
+
+
 def test_name_conflict_gets_a_new_name() -> None:
     _needs_lan_address()
+    if not asyncio.run(_zeroconf_renames_twins_here()):
+        pytest.skip("two mDNS responders on this machine's loopback do not hear each other's probes")
 
     async def scenario():
         first = await register_zeroconf("pocket-twin", "0.0.0.0", 10235, LOOPBACK_ONLY)
