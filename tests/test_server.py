@@ -384,7 +384,8 @@ def test_a_stream_of_nothing_still_ends_with_synthesize_stopped(server):
 def test_describe_is_answered_at_once_while_another_connection_synthesizes(long_server):
     async def scenario():
         async with long_server.client() as busy, long_server.client() as asker:
-            await busy.write_event(Synthesize(text=LONG_TEXT).event())
+            # Four chunks: still speaking after the measurement on a fast machine too.
+            await busy.write_event(Synthesize(text=" ".join([LONG_TEXT] * 4)).event())
             event = await busy.read_event()
             assert event is not None and AudioStart.is_type(event.type)
             reader = asyncio.create_task(drain(busy))
