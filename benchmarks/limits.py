@@ -49,12 +49,28 @@ def _packed_linear_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> i
     return 2 * math.prod(x_shape) * w_shape[0]
 
 
+def _packed_conv_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    """Each output sample: one product per input channel of its group and kernel tap."""
+    return 2 * math.prod(out_shape) * math.prod(w_shape[1:])
+
+
+def _packed_transposed_conv_flops(x_shape, w_shape, bias, padding, output_padding, stride,
+                                  dilation, groups, *args, out_shape=None, **kwargs) -> int:
+    """Each input sample: one product per output channel of its group and kernel tap."""
+    return 2 * math.prod(x_shape) * out_shape[1] // groups * w_shape[-1]
+
+
 def _packed_flops() -> dict:
-    """FLOP formulas for the oneDNN operator our packed linear layers call: torch's FLOP
+    """FLOP formulas for the oneDNN operators our packed layers call: torch's FLOP
     counter knows aten's operators only."""
     import torch
 
-    return {torch.ops.mkldnn._linear_pointwise: _packed_linear_flops}
+    mkldnn = torch.ops.mkldnn
+    return {
+        mkldnn._linear_pointwise: _packed_linear_flops,
+        mkldnn._convolution_pointwise: _packed_conv_flops,
+        mkldnn._convolution_transpose_pointwise: _packed_transposed_conv_flops,
+    }
 
 
 def _timed(function, *args) -> float:

@@ -16,11 +16,14 @@ from torch.nn import functional as F
 
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
-from wyoming_pocket_tts.engine.mimi import ELU
+from wyoming_pocket_tts.engine.mimi import ELU, DecoderBatch
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.packed import (
     ROW_STEP,
+    PackedConv1d,
     PackedLinear,
+    same_layout,
+    pack_convolutions,
     pack_linears,
     packing_supported,
     padded_rows,
@@ -56,15 +59,107 @@ def test_pack_linears_swaps_every_linear_and_returns_their_weights():
     assert sum(type(m) is PackedLinear for m in module.modules()) == 2
 
 
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    """The same [B, C, T] values, laid out as [B, T, C] in memory."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+@needs_packing
+@pytest.mark.parametrize("layout", [torch.Tensor.contiguous, channels_last])
+@pytest.mark.parametrize("make", [
+    lambda: nn.Conv1d(24, 16, 7),
+    lambda: nn.Conv1d(16, 8, 3, dilation=2, bias=False),
+    lambda: nn.Conv1d(16, 32, 4, stride=2),
+    lambda: nn.Conv1d(16, 1, 3),
+    lambda: nn.ConvTranspose1d(24, 16, 8, stride=4),
+    lambda: nn.ConvTranspose1d(16, 16, 6, stride=3, groups=16, bias=False),
+])
+def test_packed_convolution_equals_torch_and_answers_channels_last(make, layout):
+    conv = make()
+    x = layout(torch.randn(2, conv.in_channels, 13))
+    with torch.inference_mode():
+        packed = PackedConv1d(conv)
+        torch.testing.assert_close(packed(x), conv(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(packed(x[:1]), conv(x[:1]), rtol=1e-5, atol=1e-5)
+        assert conv.out_channels == 1 or packed(x).stride(1) == 1
+
+
+@needs_packing
+@pytest.mark.parametrize("make", [
+    lambda: nn.Conv1d(64, 64, 7),
+    lambda: nn.ConvTranspose1d(64, 32, 12, stride=6),
+    lambda: nn.ConvTranspose1d(16, 16, 6, stride=3, groups=16, bias=False),
+])
+def test_packed_convolution_lays_its_weight_out_for_each_input_shape(make):
+    """oneDNN re-lays a weight in another layout on every call (100 ms on AVX2 for some
+    shapes): each shape must get the layout oneDNN asks for it, kept once however
+    many shapes share it, and no layout that no shape uses may stay in memory."""
+    conv = make()
+    packed = PackedConv1d(conv)
+    shapes = [(1, 9), (1, 23), (3, 9), (2, 41), (1, 23), (4, 54)]
+    with torch.inference_mode():
+        for batch, length in shapes:
+            x = channels_last(torch.randn(batch, conv.in_channels, length))
+            torch.testing.assert_close(packed(x), conv(x), rtol=1e-5, atol=1e-5)
+    used = packed._by_shape
+    assert {shape[0] for shape in used} == {1, 2, 3, 4} and len(used) == 5
+    for shape, weight in used.items():
+        assert same_layout(weight, packed._laid_out(packed._plain_weight(), shape))
+        assert any(weight is kept for kept in packed._layouts)
+    kept = packed._layouts
+    assert len({id(w) for w in kept}) == len(kept) <= len(used)
+    assert {id(w) for w in kept} == {id(w) for w in used.values()}
+    assert not any(same_layout(a, b) for i, a in enumerate(kept) for b in kept[i + 1 :])
+
+
+def test_padded_convolutions_are_not_packed():
+    with pytest.raises(ValueError, match="unpadded"):
+        PackedConv1d(nn.Conv1d(8, 8, 3, padding=1))
+
+
+@needs_packing
+def test_pack_convolutions_swaps_every_convolution_and_returns_their_weights():
+    module = nn.Sequential(nn.Conv1d(4, 4, 3), nn.ELU(), nn.Sequential(nn.ConvTranspose1d(4, 2, 4, 2)))
+    weights = [module[0].weight, module[2][0].weight]
+    replaced = pack_convolutions(module)
+    assert [id(w) for w in replaced] == [id(w) for w in weights]
+    assert sum(type(m) is PackedConv1d for m in module.modules()) == 2
+
+
 @needs_packing
 def test_loaded_model_uses_packed_layers(model):
-    flow_linears = [type(m) for m in model.flow_lm.transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
-    mimi_linears = [type(m) for m in model.mimi.decoder_transformer.modules() if isinstance(m, nn.Linear | PackedLinear)]
-    head_linears = [type(m) for m in model.flow_lm.flow_net.modules() if isinstance(m, nn.Linear | PackedLinear)]
-    assert flow_linears and set(flow_linears) == {PackedLinear}
-    assert mimi_linears and set(mimi_linears) == {PackedLinear}
-    assert head_linears and set(head_linears) == {PackedLinear}
+    def kinds(module: nn.Module, *types: type) -> set[type]:
+        return {type(m) for m in module.modules() if isinstance(m, types)}
+
+    linears = (nn.Linear, PackedLinear)
+    assert kinds(model.flow_lm.transformer, *linears) == {PackedLinear}
+    assert kinds(model.mimi.decoder_transformer, *linears) == {PackedLinear}
+    assert kinds(model.flow_lm.flow_net, *linears) == {PackedLinear}
     assert model.flow_lm.flow_net.fused_modulation is not None
+    convolutions = (nn.Conv1d, nn.ConvTranspose1d, PackedConv1d)
+    for part in (model.mimi.quantizer, model.mimi.upsample, model.mimi.decoder):
+        assert kinds(part, *convolutions) == {PackedConv1d}
+    # Only voice cloning uses the encoder: it keeps the file's pages, let go after each voice.
+    assert kinds(model.mimi.encoder, *convolutions) == {nn.Conv1d}
+
+
+@needs_packing
+def test_decoder_activations_stay_channels_last_between_packed_convolutions(model):
+    """A layer given channels-first input converts it, at a cost on every call."""
+    mimi = model.mimi
+    inputs = []
+    for module in mimi.modules():
+        if isinstance(module, PackedConv1d):
+            module.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    stream = mimi.new_decoder_state()
+    streams = DecoderBatch([mimi.new_decoder_state(), mimi.new_decoder_state()])
+    width = mimi.config.quantizer.dimension
+    with torch.inference_mode():
+        for frames in (1, 2):  # a first call (no history yet) and a later one
+            mimi.decode(torch.randn(1, frames, width), stream)
+            mimi.decode(torch.randn(2, frames, width), streams)
+    assert len(inputs) == 4 * sum(isinstance(m, PackedConv1d) for m in mimi.modules())
+    assert [x.stride(1) for x in inputs if x.shape[1] > 1] == [1] * sum(x.shape[1] > 1 for x in inputs)
 
 
 def test_released_checkpoint_pages_read_back_unchanged(tmp_path):

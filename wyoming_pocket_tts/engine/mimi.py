@@ -113,6 +113,18 @@ class ELU(nn.Module):
         return torch.maximum(y, x, out=y)
 
 
+def _join_in_time(history: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """[history, x] along time ([B, C, T]), in x's memory layout.
+
+    The decoder's activations are channels-last when its convolutions are packed
+    (see packed.py); torch.cat of 3-d tensors would return them channels-first, and
+    the next convolution would have to convert them back.
+    """
+    if x.stride(1) == 1 and x.shape[1] > 1:
+        return torch.cat([history.transpose(1, 2), x.transpose(1, 2)], dim=1).transpose(1, 2)
+    return torch.cat([history, x], dim=-1)
+
+
 class CausalConv1d(nn.Module):
     """Conv1d that sees only the past: left context comes from history or padding."""
 
@@ -138,7 +150,7 @@ class CausalConv1d(nn.Module):
             history = self._fresh_history(x)
         else:
             history = state.history(self.state_slot, x, self._fresh_history)
-        padded = torch.cat([history, x], dim=-1)
+        padded = _join_in_time(history, x)
         if state is not None:
             state.keep(self.state_slot, padded[..., -self.history_length :])
         return self.conv(padded)

@@ -18,7 +18,7 @@ from .errors import ConfigError, VoiceError
 from .flow_lm import FlowHead, FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
-from .packed import pack_linears
+from .packed import pack_convolutions, pack_linears
 from .quantize import int8_backend, quantize_linears
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
@@ -52,10 +52,11 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
 
 
 def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> bool:
-    """The hot linear layers in a faster form: FlowLM's transformer in int8 on request,
-    else in float32 laid out for oneDNN where that helps (see packed.py); the flow
-    head, with its modulations fused, and Mimi's transformer only ever in the float32
-    layout (int8 in Mimi is audible as hiss).
+    """The hot layers in a faster form: FlowLM's transformer in int8 on request, else
+    in float32 laid out for oneDNN where that helps (see packed.py); the flow head,
+    with its modulations fused, and Mimi's decoder (transformer and convolutions)
+    only ever in the float32 layout (int8 in Mimi is audible as hiss). The encoder,
+    used only to clone a voice, is left as loaded: its pages are let go after each.
 
     The float32 pages each conversion replaced are let go at once, one layer at a
     time, so that loading never holds both forms of the whole model. Returns whether
@@ -77,7 +78,10 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     head = modules.flow_lm.flow_net
     convert(FlowHead.fuse_modulations, head)
     convert(pack_linears, head)
-    convert(pack_linears, modules.mimi.decoder_transformer)
+    mimi = modules.mimi
+    convert(pack_linears, mimi.decoder_transformer)
+    for part in (mimi.quantizer, mimi.upsample, mimi.decoder):
+        convert(pack_convolutions, part)
     return quantized
 
 
