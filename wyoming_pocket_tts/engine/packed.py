@@ -120,6 +120,8 @@ class PackedConv1d(nn.Module):
     def _add_layout(self, shape: torch.Size) -> torch.Tensor:
         """The weight laid out as oneDNN wants it for inputs of `shape` ([B, C, 1, T])."""
         with self._lock:
+            if shape in self._by_shape:  # the other decoding thread just made it
+                return self._by_shape[shape]
             candidate = self._laid_out(self._plain_weight(), shape)
             weight = next((kept for kept in self._layouts if same_layout(kept, candidate)), candidate)
             self._by_shape[shape] = weight
