@@ -6,6 +6,8 @@ Nothing in this package knows about Wyoming; the server talks to it through
 
 import os
 
+from .allocator import use_one_arena
+
 # oneDNN, PyTorch's x86 kernel library, keeps a compiled kernel (about 0.6 MB) for
 # every input shape it meets, up to 1024 in each of its two caches. A server meets a
 # new shape with almost every new text length, so its memory would creep up by
@@ -16,3 +18,6 @@ import os
 PRIMITIVE_CACHE_CAPACITY = "128"
 for _variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
     os.environ.setdefault(_variable, PRIMITIVE_CACHE_CAPACITY)
+
+# Before any thread of ours allocates: see allocator.py.
+use_one_arena()
