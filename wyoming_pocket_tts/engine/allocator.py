@@ -6,10 +6,11 @@ kept for that arena's next allocations. Our threads (the loaders, FlowLM's, Mimi
 the event loop's) each free tensors of sizes the others then allocate anew, so
 every arena keeps its own reserve of free pages: 57-111 MB of a float32 server's
 resident memory was such free space. With one arena they share a single reserve.
-Measured with the standard model and three voices, the two settings alternating
-(eight runs each): peak memory 742 against 763 MB (medians), speed and four
-concurrent streams unchanged (FlowLM's and Mimi's threads allocate a few thousand
-times a second between them, too few for the shared lock to matter).
+Measured with the standard model and three voices, processes with and without
+alternating: peak memory 744 against 763 MB (medians of sixteen and four runs),
+speed and four concurrent streams within the spread (FlowLM's and Mimi's threads
+allocate a few thousand times a second between them, too few for the shared lock
+to matter).
 """
 
 from __future__ import annotations
