@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 # Threads that allocate, then glibc's own report of its heaps: one <heap> per arena.
 COUNT_HEAPS = textwrap.dedent(
     """
-    import ctypes, sys, tempfile, threading
+    import ctypes, tempfile, threading
     import torch
     import wyoming_pocket_tts.engine
 

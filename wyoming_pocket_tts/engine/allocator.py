@@ -1,8 +1,8 @@
 """The C allocator of a process that serves a model: one heap for all its threads.
 
-glibc gives a thread that allocates while another holds the heap's lock a heap
-(an "arena") of its own, up to eight per core, and memory freed in an arena is
-kept for that arena's next allocations. Our threads (the loaders, FlowLM's, Mimi's,
+glibc gives each thread, at its first allocation, a heap (an "arena") of its own
+while there are fewer than eight per core, and memory freed in an arena is kept
+for that arena's next allocations. Our threads (the loaders, FlowLM's, Mimi's,
 the event loop's) each free tensors of sizes the others then allocate anew, so
 every arena keeps its own reserve of free pages: 57-111 MB of a float32 server's
 resident memory was such free space. With one arena they share a single reserve.
