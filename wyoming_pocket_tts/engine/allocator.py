@@ -24,21 +24,18 @@ _LOGGER = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 
 
-def use_one_arena() -> bool:
+def use_one_arena() -> None:
     """Limit glibc to one arena for the threads that allocate from now on.
 
-    Returns whether it was done: not where `MALLOC_ARENA_MAX` is set (glibc reads
-    it itself; the user's choice stands), nor with a C library that has no arenas
-    (musl) or no `mallopt`.
+    Not where `MALLOC_ARENA_MAX` is set (glibc reads it itself; the user's choice
+    stands), nor with a C library that has no arenas (musl) or no `mallopt`.
     """
     if "MALLOC_ARENA_MAX" in os.environ:
-        return False
+        return
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
     except (AttributeError, OSError):
-        return False
+        return
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    done = mallopt(M_ARENA_MAX, 1) == 1
-    if not done:
+    if mallopt(M_ARENA_MAX, 1) != 1:
         _LOGGER.debug("mallopt(M_ARENA_MAX, 1) was refused: keeping the C library's arenas")
-    return done
