@@ -97,6 +97,39 @@ def test_decoder_window_is_bounded_and_exact(model, tiny_model):
     torch.testing.assert_close(in_blocks, expected, atol=1e-5, rtol=0)
 
 
+def test_decoder_convolutions_take_a_few_frames_per_call(model):
+    """A long run, or several streams, reach the 24 kHz convolutions in small pieces
+    (their activations are the decoder's largest), with the audio of one pass."""
+    from wyoming_pocket_tts.engine.mimi import DECODER_ROWS_PER_CALL, DecoderBatch
+
+    steps_per_frame = 16  # the decoder convolutions' input rate: 200 Hz
+    rows_seen: list[int] = []
+
+    def count_rows(_, inputs):
+        rows_seen.append(inputs[0].shape[0] * inputs[0].shape[-1] // steps_per_frame)
+
+    hook = model.mimi.decoder.register_forward_pre_hook(count_rows)
+    mimi, generator = model.mimi, torch.Generator().manual_seed(5)
+    latents = torch.randn(3, 9, model.config.mimi.latent_dim, generator=generator)
+    try:
+        with torch.inference_mode():
+            one_run = mimi.decode(latents[:1], mimi.new_decoder_state())
+            batched = mimi.decode(
+                latents, DecoderBatch([mimi.new_decoder_state() for _ in range(3)])
+            )
+            frame_by_frame = []
+            for row in latents.split(1):
+                state = mimi.new_decoder_state()
+                frames = [mimi.decode(row[:, i : i + 1], state) for i in range(9)]
+                frame_by_frame.append(torch.cat(frames, -1))
+    finally:
+        hook.remove()
+    assert max(rows_seen) <= DECODER_ROWS_PER_CALL
+    assert sum(rows_seen) == 9 + 27 + 27  # every frame of each stream went through once
+    torch.testing.assert_close(one_run, frame_by_frame[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(batched, torch.cat(frame_by_frame), atol=1e-5, rtol=0)
+
+
 def test_streams_decoded_together_sound_as_if_alone(model):
     """One Mimi call for frames of several streams (batched, uneven runs) changes no stream."""
     frames, dim = 30, model.config.mimi.latent_dim
