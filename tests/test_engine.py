@@ -102,7 +102,8 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
     (their activations are the decoder's largest), with the audio of one pass."""
     from wyoming_pocket_tts.engine.mimi import DECODER_ROWS_PER_CALL, DecoderBatch
 
-    steps_per_frame = 16  # the decoder convolutions' input rate: 200 Hz
+    mimi_config = model.config.mimi  # the convolutions' input: encoder_frame_rate steps a second
+    steps_per_frame = int(mimi_config.encoder_frame_rate / mimi_config.frame_rate)
     rows_seen: list[int] = []
 
     def count_rows(_, inputs):
