@@ -16,6 +16,7 @@ from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
     MIN_LEAD_SECONDS,
+    TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
     SynthesisJob,
     SynthesisWorker,
@@ -343,11 +344,33 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
     assert all(size == runs for size in sizes[1:-1]) and sizes[-1] <= runs
 
 
-def test_taking_turns_hands_over_to_the_decoder_thread_when_a_second_job_comes(
+def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
+    """Up to TURN_MAX_JOBS jobs, both stages stay on the generator thread with every
+    core, the jobs' runs go to Mimi in one call, and each job sounds as if alone."""
+    assert TURN_MAX_JOBS >= 2
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
+    texts = TEXTS[:2]
+    alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
+    seen = record_threads_of_steps(model, monkeypatch)
+    synthesizer = Synthesizer(model)
+    decodes = record_decodes(synthesizer, monkeypatch)
+    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=True) as worker:
+        jobs = [worker.submit(voice, text, OPTIONS) for text in texts]
+        together = [np.concatenate(list(job.frames())) for job in jobs]
+    for expected, actual in zip(alone, together, strict=True):
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
+    assert {threads for _, threads in seen} == {3}
+    assert {(name, threads) for name, threads, _ in decodes} == {("flowlm", 3)}
+    assert max(frames for _, _, frames in decodes) > TURN_RUN_FRAMES
+
+
+def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(
     model, voice, monkeypatch
 ):
-    """With two jobs the stages go side by side again, frames queued during the turns
-    included, and each job still sounds as if alone."""
+    """With more jobs than TURN_MAX_JOBS (here: a second one) the stages go side by
+    side again, frames queued during the turns included, and each job still sounds
+    as if alone."""
+    monkeypatch.setattr(scheduler, "TURN_MAX_JOBS", 1)
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)

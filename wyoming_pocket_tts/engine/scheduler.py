@@ -8,9 +8,9 @@ since its last call goes in one call, the frames of each job together and the jo
 as rows of a batch. On two cores the halves overlap, and model code never runs on
 the caller's thread (for the server: never on the event loop). When Mimi is the
 slower stage, the generator thread, with no step to take while every job's backlog
-is full, decodes the frames of a job the decoder thread left out. While a single
-job is active, the stages can instead take turns on the generator thread, each on
-every core (`SynthesisWorker` says when that pays). What a new request's listener
+is full, decodes the frames of a job the decoder thread left out. While at most
+TURN_MAX_JOBS jobs are active, the stages can instead take turns on the generator
+thread, each on every core (`SynthesisWorker` says when that pays). What a new request's listener
 waits for, its text prompt's pass and then the decoding of its first frame, runs
 on the generator thread before anything else: on every core when the decoder has
 nothing to do, on the generator's own core when it has (its call would come first).
@@ -50,6 +50,14 @@ DECODE_FRAMES_PER_JOB = 4
 # ahead in six rounds of six).
 TURN_RUN_FRAMES = 8
 MIN_LEAD_SECONDS = 0.3
+# The stages take turns while this many jobs or fewer are active (float32). Against
+# side by side, alternating in one process (Intel Xeon, 2 cores, paragraphs at
+# once, four rounds each): two jobs 4.55x against 3.61x real time together (ahead
+# in four rounds of four), three 5.65x against 5.23x (three of four), their first
+# audio no later for a request that comes meanwhile; four 6.7-7.7x against
+# 6.7-7.6x (level), where a newcomer's first audio waited for Mimi's call over
+# every job's run (up to 220 ms).
+TURN_MAX_JOBS = 3
 
 
 class SynthesisJob:
@@ -144,18 +152,22 @@ class SynthesisWorker:
     """Batched FlowLM steps over all active jobs, and Mimi decoding their frames.
 
     Two ways to share the cores. Side by side: FlowLM and Mimi each on a thread and
-    a core of their own, overlapping. Taking turns (`take_turns`, while a single job
-    is active): the generator thread runs both stages on every core, one after the
-    other, and lets frames queue up for Mimi while their listener has audio in hand
-    (`MIN_LEAD_SECONDS`), since several frames in one call cost much less each.
+    a core of their own, overlapping. Taking turns (`take_turns`, while at most
+    `TURN_MAX_JOBS` jobs are active): the generator thread runs both stages on every
+    core, one after the other, and lets frames queue up for Mimi while their
+    listeners have audio in hand (`MIN_LEAD_SECONDS`), since several frames in one
+    call cost much less each.
 
     Measured on two cores with the standard model, one paragraph at a time, the two
     ways alternating in one process: in float32, 2.38x real time taking turns against
     2.26x side by side (where the stages slow each other through the shared cache and
     Python's lock, and one core reads FlowLM's weights more slowly than two); with
     int8 FlowLM, whose step gains less from a second core, 3.63x against 4.09x. So by
-    default the stages take turns unless FlowLM is int8. Four streams at once went
-    7% faster side by side, hence the switch back as soon as a second job comes.
+    default the stages take turns unless FlowLM is int8 (two int8 streams, too, went
+    faster side by side: 7.28x against 6.65x). One FlowLM core reads the weights
+    much more slowly than two, so taking turns also pays for two and three float32
+    streams; with four the two ways measured level, and side by side a new request
+    does not wait for a Mimi call over every job's run (`TURN_MAX_JOBS`).
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
     each step: the generator thread then waits with every backlog full. While it
@@ -309,7 +321,7 @@ class SynthesisWorker:
 
     def _taking_turns(self) -> bool:
         """Whether the stages take turns on every core now (called with `_wake` held)."""
-        return self.take_turns and len(self._jobs) <= 1
+        return self.take_turns and len(self._jobs) <= TURN_MAX_JOBS
 
     def _generate(self) -> None:
         use_cores(self.threads_per_stage)
