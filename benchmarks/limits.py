@@ -171,7 +171,8 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
 
 
 def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
-    """Weights a FlowLM step reads, float32 and with the transformer's products in int8.
+    """Weights a FlowLM step reads, float32 and as `--quantize` stores them (x86): the
+    transformer's products in int8, the flow head's in float16.
 
     The transformer and the flow head are read whole every step; the flow head's
     time embeddings are computed once (engine/flow_lm.py), so they are not counted.
@@ -190,7 +191,10 @@ def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
             quantized = key.startswith("flow_lm.transformer.") and key.endswith(
                 ("in_proj.weight", "out_proj.weight", "linear1.weight", "linear2.weight")
             )
-            int8 += elements if quantized else 4 * elements
+            halved = key.startswith("flow_lm.flow_net.") and key.endswith(".weight") and (
+                len(checkpoint.get_slice(key).get_shape()) == 2
+            )
+            int8 += elements if quantized else 2 * elements if halved else 4 * elements
     return float32 / 1e6, int8 / 1e6
 
 

@@ -12,8 +12,10 @@ import pytest
 import safetensors.torch
 import torch
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from torch.nn import functional as F
 
+from wyoming_pocket_tts.engine import quantize
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
 from wyoming_pocket_tts.engine.mimi import ELU, DecoderBatch
@@ -22,13 +24,13 @@ from wyoming_pocket_tts.engine.packed import (
     ROW_STEP,
     PackedConv1d,
     PackedLinear,
-    same_layout,
     pack_convolutions,
     pack_linears,
     packing_supported,
     padded_rows,
+    same_layout,
 )
-from wyoming_pocket_tts.engine.quantize import int8_backend
+from wyoming_pocket_tts.engine.quantize import half_weights_supported, int8_backend
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -197,6 +199,57 @@ def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
     assert exact.shape == approximate.shape
     error = np.linalg.norm(approximate - exact) / np.linalg.norm(exact)
     assert 0 < error < 0.5
+
+
+needs_half_weights = pytest.mark.skipif(
+    int8_backend() is None or not half_weights_supported(),
+    reason="no float16-weight linear layers in this PyTorch build",
+)
+
+
+def _head_latents(model: PocketTTS, seed: int = 0) -> torch.Tensor:
+    """The flow head's latents for fixed transformer outputs and noise."""
+    generator = torch.Generator().manual_seed(seed)
+    head_input = model.flow_lm.out_eos.in_features
+    z = torch.randn(3, head_input, generator=generator)
+    noise = torch.randn(3, model.flow_lm.latent_dim, generator=generator)
+    with torch.inference_mode():
+        return model.flow_lm.sample(z, noise)
+
+
+@needs_half_weights
+def test_quantized_model_has_a_float16_flow_head(tiny_model):
+    """Beside the int8 transformer, the flow head's weights are float16: its latents stay
+    within float16's rounding of float32's, far closer than int8 would be."""
+    quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
+    float32 = PocketTTS.load(tiny_model.config_path)
+    head = list(quantized.flow_lm.flow_net.modules())
+    dynamic = [module for module in head if type(module) is DynamicLinear]
+    assert dynamic and {layer._packed_params.dtype for layer in dynamic} == {torch.float16}
+    assert not any(type(module) in (nn.Linear, PackedLinear) for module in head)
+    exact, approximate = _head_latents(float32), _head_latents(quantized)
+    error = float((approximate - exact).norm() / exact.norm())
+    assert 0 < error < 2e-3
+
+
+def test_flow_head_stays_float32_without_float16_weights(tiny_model, monkeypatch):
+    """Where the engine has no float16-weight layers (qnnpack, on ARM), an int8 model
+    keeps its flow head in float32, with the same latents as the float32 model's."""
+    monkeypatch.setattr(quantize, "half_weights_supported", lambda: False)
+    quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
+    float32 = PocketTTS.load(tiny_model.config_path)
+    assert not any(type(m) is DynamicLinear for m in quantized.flow_lm.flow_net.modules())
+    torch.testing.assert_close(_head_latents(quantized), _head_latents(float32), rtol=0, atol=0)
+
+
+@pytest.mark.skipif(
+    "qnnpack" not in torch.backends.quantized.supported_engines, reason="no qnnpack engine here"
+)
+def test_float16_weights_are_reported_unsupported_by_qnnpack(monkeypatch, caplog):
+    monkeypatch.setattr(torch.backends.quantized, "engine", "qnnpack")
+    with caplog.at_level("INFO", logger=quantize.__name__):
+        assert not quantize.half_weights_supported.__wrapped__()
+    assert "flow head stays float32" in caplog.text
 
 
 def test_text_prompts_of_any_length_meet_few_matrix_shapes():

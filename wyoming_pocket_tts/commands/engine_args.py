@@ -26,7 +26,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quantize", action="store_true",
-        help="int8 weights for FlowLM's transformer: faster, slightly different audio",
+        help="int8 weights for FlowLM's transformer (float16 for its flow head): faster, "
+        "slightly different audio",
     )
     add_download_arguments(parser)
 

@@ -19,7 +19,7 @@ from .flow_lm import FlowHead, FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
 from .packed import pack_convolutions, pack_linears
-from .quantize import int8_backend, quantize_linears
+from .quantize import halve_linears, int8_backend, quantize_linears
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state
@@ -54,9 +54,11 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
 def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> bool:
     """The hot layers in a faster form: FlowLM's transformer in int8 on request, else
     in float32 laid out for oneDNN where that helps (see packed.py); the flow head,
-    with its modulations fused, and Mimi's decoder (transformer and convolutions)
-    only ever in the float32 layout (int8 in Mimi is audible as hiss). The encoder,
-    used only to clone a voice, is left as loaded: its pages are let go after each.
+    with its modulations fused, with float16 weights beside an int8 transformer where
+    supported, else in the float32 layout; Mimi's decoder (transformer and
+    convolutions) only ever in the float32 layout (int8 in Mimi is audible as hiss).
+    The encoder, used only to clone a voice, is left as loaded: its pages are let go
+    after each.
 
     The float32 pages each conversion replaced are let go at once, one layer at a
     time, so that loading never holds both forms of the whole model. Returns whether
@@ -77,7 +79,8 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
             convert(pack_linears, layer)
     head = modules.flow_lm.flow_net
     convert(FlowHead.fuse_modulations, head)
-    convert(pack_linears, head)
+    if not (quantized and convert(halve_linears, head)):
+        convert(pack_linears, head)
     mimi = modules.mimi
     convert(pack_linears, mimi.decoder_transformer)
     for part in (mimi.quantizer, mimi.upsample, mimi.decoder):
@@ -116,8 +119,8 @@ class PocketTTS:
     ) -> PocketTTS:
         """Build the model from a configuration; paths override those in the YAML.
 
-        `quantize` stores FlowLM's transformer weights in int8 (faster, slightly
-        different audio; see `quantize.py`).
+        `quantize` stores FlowLM's transformer weights in int8 and its flow head's in
+        float16 (faster, slightly different audio; see `quantize.py`).
         """
         if not isinstance(config, ModelConfig):
             config = load_model_config(config)
