@@ -10,12 +10,12 @@ the caller's thread (for the server: never on the event loop). When Mimi is the
 slower stage, the generator thread, with no step to take while every job's backlog
 is full, decodes the frames of a job the decoder thread left out. While at most
 TURN_MAX_JOBS jobs are active, the stages can instead take turns on the generator
-thread, each on every core (`SynthesisWorker` says when that pays). What a new request's listener
-waits for, its text prompt's pass and then the decoding of its first frame, runs
-on the generator thread before anything else: on every core when the decoder has
-nothing to do, on the generator's own core when it has (its call would come first).
-Every core means all of them only if no other long-lived thread of the process
-ran torch on several cores (load the model and voices with
+thread, each on every core (`SynthesisWorker` says when that pays). What a new
+request's listener waits for, its text prompt's pass and then the decoding of its
+first frame, runs on the generator thread before anything else: on every core when
+the decoder has nothing to do, on the generator's own core when it has (its call
+would come first). Every core means all of them only if no other long-lived thread
+of the process ran torch on several cores (load the model and voices with
 `threads.run_on_own_thread`; the reason is in threads.py). Until a listener has
 some audio in hand, its frames also go before other jobs' in every Mimi call.
 
@@ -54,9 +54,9 @@ MIN_LEAD_SECONDS = 0.3
 # side by side, alternating in one process (Intel Xeon, 2 cores, paragraphs at
 # once, four rounds each): two jobs 4.55x against 3.61x real time together (ahead
 # in four rounds of four), three 5.65x against 5.23x (three of four), their first
-# audio no later for a request that comes meanwhile; four 6.7-7.7x against
-# 6.7-7.6x (level), where a newcomer's first audio waited for Mimi's call over
-# every job's run (up to 220 ms).
+# audio no later for a request that comes meanwhile; four 6.9-7.7x against
+# 6.7-7.6x (medians of four runs, level within their spread), where a newcomer's
+# first audio waited for Mimi's call over every job's run (up to 220 ms).
 TURN_MAX_JOBS = 3
 
 
