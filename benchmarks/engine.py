@@ -135,8 +135,8 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> dict[str, f
 
     reference = PocketTTS.load(config)
     (chunk,) = Synthesizer(reference).chunks(SHORT)
-    flow_dim = reference.flow_lm.latent_dim
-    noise = torch.randn(frames, flow_dim, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    noise = torch.randn(frames, reference.flow_lm.latent_dim, generator=generator)
     noise *= math.sqrt(reference.config.default_temperature)
 
     def outputs(model, latents: list) -> tuple[torch.Tensor, torch.Tensor]:

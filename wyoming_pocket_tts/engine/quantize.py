@@ -48,14 +48,8 @@ def quantize_linears(module: nn.Module) -> list[torch.Tensor]:
     backend = int8_backend()
     if backend is None:
         return []
-    replaced = [child.weight for child in module.modules() if type(child) is nn.Linear]
     torch.backends.quantized.engine = backend
-    with warnings.catch_warnings():
-        # The eager-mode quantization API is deprecated in favour of torchao, which has
-        # no faster CPU path for this case yet.
-        warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8, inplace=True)
-    return replaced
+    return _swap_for_dynamic_linears(module, torch.qint8)
 
 
 def halve_linears(module: nn.Module) -> list[torch.Tensor]:
@@ -63,12 +57,17 @@ def halve_linears(module: nn.Module) -> list[torch.Tensor]:
     arithmetic) in place; return the replaced float32 weights (none where unsupported)."""
     if not half_weights_supported():
         return []
+    return _swap_for_dynamic_linears(module, torch.float16)
+
+
+def _swap_for_dynamic_linears(module: nn.Module, dtype: torch.dtype) -> list[torch.Tensor]:
+    """PyTorch's dynamic linear layers with `dtype` weights, for the quantized engine in use."""
     replaced = [child.weight for child in module.modules() if type(child) is nn.Linear]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the same deprecation as above
-        torch.ao.quantization.quantize_dynamic(
-            module, {nn.Linear}, dtype=torch.float16, inplace=True
-        )
+        # The eager-mode quantization API is deprecated in favour of torchao, which has
+        # no faster CPU path for this case yet.
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=dtype, inplace=True)
     return replaced
 
 
