@@ -15,11 +15,13 @@ from tests.test_threads import on_new_thread
 from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
+    INT8_TURN_MAX_JOBS,
     MIN_LEAD_SECONDS,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
     SynthesisJob,
     SynthesisWorker,
+    default_turn_max_jobs,
 )
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -163,6 +165,24 @@ def test_decoder_takes_the_listeners_short_of_audio_first(model):
     assert worker._next_decode_batch() == [(short, "short 0", None), (unheard, "unheard 0", None)]
     worker._in_decoding.clear()
     assert worker._next_decode_batch() == [(ahead, "ahead 0", None), (ahead, "ahead 1", None)]
+
+
+def test_decoder_holds_back_while_a_new_jobs_prompt_is_next(model):
+    """Frames of listeners with audio in hand wait while a job nobody has heard has
+    its text prompt next (that pass and its first frame then get every core); not
+    when some queued listener is short of audio, nor once the new job has a frame."""
+    worker = SynthesisWorker(Synthesizer(model), take_turns=False)  # only its queue is driven
+    rate = model.sample_rate
+    ahead, newcomer = queued_job(10 * MIN_LEAD_SECONDS, rate), queued_job()
+    worker._jobs.extend([ahead, newcomer])
+    worker._decode_queue.append((ahead, "ahead 0", None))
+    assert not worker._decoder_has_work() and worker._decoder_idle()
+    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
+    worker._decode_queue.append((short, "short 0", None))
+    assert worker._decoder_has_work() and not worker._decoder_idle()
+    worker._decode_queue.pop()
+    newcomer._hand_over_frame()  # its first frame is made
+    assert worker._decoder_has_work() and not worker._decoder_idle()
 
 
 def test_generator_decodes_frames_itself_only_for_listeners_who_need_them_now(model):
@@ -318,6 +338,44 @@ def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
     assert on_generator[0] == 3 and len(on_generator) > 1 and set(on_generator[1:]) == {1}
 
 
+def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
+    model, voice, monkeypatch
+):
+    """The stages take turns for one job, whose frames queue up for a long run; a
+    second job ends the turns. Its prompt and first frame still run on every core,
+    before the decoder thread takes the first job's queued frames."""
+    monkeypatch.setattr(scheduler, "TURN_MAX_JOBS", 1)
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # never short of audio
+    monkeypatch.setattr(scheduler, "TURN_RUN_FRAMES", 10**6)  # queued until the turns end
+    synthesizer = Synthesizer(model)
+    events = []
+    step, decode = model.flow_lm.step, synthesizer.decode
+
+    def recording_step(latents, caches, prefix=None):
+        if prefix is not None:
+            events.append(("prompt", torch.get_num_threads()))
+        return step(latents, caches, prefix)
+
+    def recording_decode(frames):
+        events.append((threading.current_thread().name, torch.get_num_threads(), len(frames)))
+        return decode(frames)
+
+    monkeypatch.setattr(model.flow_lm, "step", recording_step)
+    monkeypatch.setattr(synthesizer, "decode", recording_decode)
+    long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 3)
+    with SynthesisWorker(
+        synthesizer, max_buffered_frames=10**6, prompt_threads=3, take_turns=True
+    ) as worker:
+        first = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
+        wait_until(lambda: len(worker._decode_queue) >= 2)
+        events.clear()
+        second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
+        for job in (first, second):
+            assert sum(frame.shape[0] for frame in job.frames()) > 0
+    assert events[:2] == [("prompt", 3), ("flowlm", 3, 1)]
+    assert any(event[0] == "mimi" for event in events[2:])
+
+
 # A listener never short of audio (even on a machine slower than real time), or always.
 @pytest.mark.parametrize(
     ("min_lead", "runs"), [(-math.inf, TURN_RUN_FRAMES), (math.inf, 1)], ids=["ahead", "short"]
@@ -362,6 +420,24 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     assert {threads for _, threads in seen} == {3}
     assert {(name, threads) for name, threads, _ in decodes} == {("flowlm", 3)}
     assert max(frames for _, _, frames in decodes) > TURN_RUN_FRAMES
+
+
+@pytest.mark.parametrize(
+    ("quantized", "capability", "expected"),
+    [
+        (False, "AVX2", TURN_MAX_JOBS),
+        (False, "DEFAULT", TURN_MAX_JOBS),
+        (True, "AVX512", INT8_TURN_MAX_JOBS),
+        (True, "AVX2", 0),
+        (True, "DEFAULT", 0),  # ARM
+    ],
+)
+def test_int8_takes_turns_for_one_job_and_only_with_avx512(
+    monkeypatch, quantized, capability, expected
+):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert INT8_TURN_MAX_JOBS == 1
+    assert default_turn_max_jobs(quantized) == expected
 
 
 def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(

@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import torch
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
 from .threads import available_cores, intra_op_threads, use_cores
@@ -58,6 +59,17 @@ MIN_LEAD_SECONDS = 0.3
 # 6.7-7.6x (medians of four runs, level within their spread), where a newcomer's
 # first audio waited for Mimi's call over every job's run (up to 220 ms).
 TURN_MAX_JOBS = 3
+# With int8 FlowLM, whose step gains less from a second core, the stages take turns for
+# one job at most, and only where Mimi is fast on every core: on CPUs with AVX-512
+# (see `SynthesisWorker`).
+INT8_TURN_MAX_JOBS = 1
+
+
+def default_turn_max_jobs(quantized: bool) -> int:
+    """Up to how many active jobs the stages take turns by default (0: never)."""
+    if not quantized:
+        return TURN_MAX_JOBS
+    return INT8_TURN_MAX_JOBS if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 0
 
 
 class SynthesisJob:
@@ -108,6 +120,10 @@ class SynthesisJob:
         with self._changed:
             return len(self._frames) + self._in_decoder
 
+    def _awaits_first_frame(self) -> bool:
+        """Nobody has heard this job and none of its frames is made: its text prompt is next."""
+        return self.first_audio_at is None and self._backlog() == 0
+
     def _lead(self, sample_rate: int) -> float:
         """Seconds of audio this job's listener has in hand, if playing since the first frame."""
         if self.first_audio_at is None:
@@ -152,22 +168,27 @@ class SynthesisWorker:
     """Batched FlowLM steps over all active jobs, and Mimi decoding their frames.
 
     Two ways to share the cores. Side by side: FlowLM and Mimi each on a thread and
-    a core of their own, overlapping. Taking turns (`take_turns`, while at most
-    `TURN_MAX_JOBS` jobs are active): the generator thread runs both stages on every
-    core, one after the other, and lets frames queue up for Mimi while their
-    listeners have audio in hand (`MIN_LEAD_SECONDS`), since several frames in one
-    call cost much less each.
+    a core of their own, overlapping. Taking turns (while at most `turn_max_jobs`
+    jobs are active; `take_turns` forces either way): the generator thread runs both
+    stages on every core, one after the other, and lets frames queue up for Mimi
+    while their listeners have audio in hand (`MIN_LEAD_SECONDS`), since several
+    frames in one call cost much less each.
 
     Measured on two cores with the standard model, one paragraph at a time, the two
     ways alternating in one process: in float32, 2.38x real time taking turns against
     2.26x side by side (where the stages slow each other through the shared cache and
-    Python's lock, and one core reads FlowLM's weights more slowly than two); with
-    int8 FlowLM, whose step gains less from a second core, 3.63x against 4.09x. So by
-    default the stages take turns unless FlowLM is int8 (two int8 streams, too, went
-    faster side by side: 7.28x against 6.65x). One FlowLM core reads the weights
-    much more slowly than two, so taking turns also pays for two and three float32
-    streams; with four the two ways measured level, and side by side a new request
-    does not wait for a Mimi call over every job's run (`TURN_MAX_JOBS`).
+    Python's lock, and one core reads FlowLM's weights more slowly than two). One
+    FlowLM core reads the weights much more slowly than two, so taking turns also
+    pays for two and three float32 streams; with four the two ways measured level,
+    and side by side a new request does not wait for a Mimi call over every job's
+    run (`TURN_MAX_JOBS`). An int8 FlowLM step gains less from a second core (10.0
+    against 12.5 ms on the Xeon), and then it depends on Mimi's speed on two cores,
+    high with AVX-512's kernels (3.9 ms a frame at eight a call), lower without (5.5
+    ms, the Xeon held to AVX2): one int8 paragraph made 5.34x real time taking turns
+    against 4.99x side by side with AVX-512 (ahead in four rounds of four), but
+    4.74x against 5.34x held to AVX2 (behind in four of four). Two int8 paragraphs
+    were level (7.42x against 7.21x) and a request coming meanwhile waited longer
+    for its first audio (68 against 56 ms). Hence `default_turn_max_jobs`.
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
     each step: the generator thread then waits with every backlog full. While it
@@ -187,7 +208,11 @@ class SynthesisWorker:
         self.threads_per_stage = threads_per_stage
         # Threads for a text prompt's pass while the decoder is idle: all the cores.
         self.prompt_threads = prompt_threads or available_cores()
-        self.take_turns = not synthesizer.model.quantized if take_turns is None else take_turns
+        # The stages take turns while at most this many jobs are active (0: never).
+        self.turn_max_jobs = (
+            default_turn_max_jobs(synthesizer.model.quantized) if take_turns is None
+            else TURN_MAX_JOBS if take_turns else 0
+        )
         self._jobs: deque[SynthesisJob] = deque()
         self._decode_queue: deque[tuple[SynthesisJob, LatentFrame | None, Exception | None]] = (
             deque()
@@ -293,9 +318,29 @@ class SynthesisWorker:
             self._wake.notify_all()
 
     def _decoder_idle(self) -> bool:
-        """Nothing to decode: it stays so until this (the generator) thread queues a frame."""
+        """The decoder thread is not decoding, and stays so until this (the generator)
+        thread queues a frame: nothing is queued, or it holds back for a new job."""
         with self._wake:
-            return not self._in_decoding and not self._decode_queue
+            return not self._in_decoding and (
+                not self._decode_queue or self._holding_for_a_prompt()
+            )
+
+    def _holding_for_a_prompt(self) -> bool:
+        """Whether the decoder thread holds back while a new job's text prompt is next.
+
+        The new job's listener waits for that pass and the decoding of its first
+        frame; while no queued job's listener is short of audio, both get every core
+        and the decoder's call comes after them. Its queue is fullest just when the
+        stages stop taking turns (a job beyond `turn_max_jobs` arrives). A request
+        arriving while paragraphs were spoken, alternating in one process (Xeon, 2
+        cores): beside one int8 paragraph, first audio after 31 against 62 ms
+        (medians of five rounds); beside three float32 ones 59 against 104 ms, four
+        int8 57 against 64, four float32 60 against 78 (three rounds); the
+        paragraphs' speed level. Called with `_wake` held.
+        """
+        return any(job._awaits_first_frame() for job in self._jobs) and not any(
+            self._short_of_audio(job) for job in self._decodable_jobs()
+        )
 
     def _decoding_here_due(self) -> bool:
         """With no job to step, whether the generator thread has frames to decode.
@@ -321,7 +366,7 @@ class SynthesisWorker:
 
     def _taking_turns(self) -> bool:
         """Whether the stages take turns on every core now (called with `_wake` held)."""
-        return self.take_turns and len(self._jobs) <= TURN_MAX_JOBS
+        return self.turn_max_jobs > 0 and len(self._jobs) <= self.turn_max_jobs
 
     def _generate(self) -> None:
         use_cores(self.threads_per_stage)
@@ -349,7 +394,7 @@ class SynthesisWorker:
         text prompt's pass, which runs on its own anyway) and the decoding of its
         frame, and not also for the step of every other job.
         """
-        unheard = [job for job in jobs if job.first_audio_at is None and job._backlog() == 0]
+        unheard = [job for job in jobs if job._awaits_first_frame()]
         for group in (unheard, [job for job in jobs if job not in unheard]):
             if group:
                 self._advance(group, turns)
@@ -488,7 +533,7 @@ class SynthesisWorker:
     def _decoder_has_work(self) -> bool:
         if self._closing:
             return not self._decode_queue or self._decodable()
-        return self._decodable() and not self._taking_turns()
+        return self._decodable() and not (self._taking_turns() or self._holding_for_a_prompt())
 
     def _next_decode_batch(
         self, frames_per_job: int = DECODE_FRAMES_PER_JOB, max_jobs: int | None = None
