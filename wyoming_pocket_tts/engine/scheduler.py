@@ -8,16 +8,17 @@ since its last call goes in one call, the frames of each job together and the jo
 as rows of a batch. On two cores the halves overlap, and model code never runs on
 the caller's thread (for the server: never on the event loop). When Mimi is the
 slower stage, the generator thread, with no step to take while every job's backlog
-is full, decodes the frames of a job the decoder thread left out. While at most
-TURN_MAX_JOBS jobs are active, the stages can instead take turns on the generator
-thread, each on every core (`SynthesisWorker` says when that pays). What a new
-request's listener waits for, its text prompt's pass and then the decoding of its
-first frame, runs on the generator thread before anything else: on every core when
-the decoder has nothing to do, on the generator's own core when it has (its call
-would come first). Every core means all of them only if no other long-lived thread
-of the process ran torch on several cores (load the model and voices with
-`threads.run_on_own_thread`; the reason is in threads.py). Until a listener has
-some audio in hand, its frames also go before other jobs' in every Mimi call.
+is full, decodes the frames of a job the decoder thread left out. While at most a
+few jobs are active, the stages can instead take turns on the generator thread,
+each on every core (`SynthesisWorker` says when that pays). What a new request's
+listener waits for, its text prompt's pass and then the decoding of its first
+frame, runs on the generator thread before anything else, and on every core: the
+decoder thread starts no call meanwhile unless another listener is short of audio
+(a call under way, or such a call, leaves the generator its own core). Every core
+means all of them only if no other long-lived thread of the process ran torch on
+several cores (load the model and voices with `threads.run_on_own_thread`; the
+reason is in threads.py). Until a listener has some audio in hand, its frames also
+go before other jobs' in every Mimi call.
 
 A job whose consumer has not taken its audio is skipped until it has, so a slow
 reader cannot make the server buffer unbounded audio; a cancelled job is dropped
