@@ -320,7 +320,8 @@ class SynthesisWorker:
 
     def _decoder_idle(self) -> bool:
         """The decoder thread is not decoding, and stays so until this (the generator)
-        thread queues a frame: nothing is queued, or it holds back for a new job."""
+        thread queues a frame: nothing is queued, or it holds back for a new job (until
+        then, or until a listener runs short of audio)."""
         with self._wake:
             return not self._in_decoding and (
                 not self._decode_queue or self._holding_for_a_prompt()
