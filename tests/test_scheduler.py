@@ -350,10 +350,14 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     synthesizer = Synthesizer(model)
     events = []
     step, decode = model.flow_lm.step, synthesizer.decode
+    armed, paused, resume = threading.Event(), threading.Event(), threading.Event()
 
     def recording_step(latents, caches, prefix=None):
         if prefix is not None:
             events.append(("prompt", torch.get_num_threads()))
+        elif armed.is_set() and not resume.is_set():  # the first job, frames queued
+            paused.set()
+            resume.wait(timeout=60)
         return step(latents, caches, prefix)
 
     def recording_decode(frames):
@@ -368,8 +372,12 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     ) as worker:
         first = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
         wait_until(lambda: len(worker._decode_queue) >= 2)
+        armed.set()
+        assert paused.wait(timeout=60)
+        assert len(worker._decode_queue) >= 2
         events.clear()
         second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
+        resume.set()
         for job in (first, second):
             assert sum(frame.shape[0] for frame in job.frames()) > 0
     assert events[:2] == [("prompt", 3), ("flowlm", 3, 1)]
