@@ -24,12 +24,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a catalog model name (default: english) or a pocket-tts YAML config path",
     )
+    add_quantize_argument(parser)
+    add_download_arguments(parser)
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """`--quantize`, for the server and the engine's own subcommands alike."""
     parser.add_argument(
         "--quantize", action="store_true",
         help="int8 weights for FlowLM's transformer (float16 for its flow head): faster, "
         "slightly different audio",
     )
-    add_download_arguments(parser)
 
 
 def load_model(args: argparse.Namespace) -> PocketTTS:

@@ -31,6 +31,7 @@ from wyoming.server import AsyncServer, AsyncTcpServer
 from wyoming_pocket_tts import __version__
 from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
+from wyoming_pocket_tts.commands.engine_args import add_quantize_argument
 from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
 from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
@@ -118,11 +119,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="sampling temperature; 0 is deterministic (default: the model's, 0.3)",
     )
-    parser.add_argument(
-        "--quantize",
-        action="store_true",
-        help="int8 weights for FlowLM's transformer: faster, slightly different audio",
-    )
+    add_quantize_argument(parser)
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
     parser.add_argument(
