@@ -15,8 +15,9 @@ one pool and 55-70 ms after the loading thread had kept a pool of its own.
 
 The synthesis worker keeps its two threads at one core each (FlowLM and Mimi
 side by side) and raises the count only around work that runs while the other
-stage has nothing to do: a new request's text prompt and first frame on an idle
-engine, and every step and decoding while the stages take turns (few jobs active).
+stage has nothing to do: a new request's text prompt and first frame while the
+decoder is idle or holds back for them, and every step and decoding while the
+stages take turns (few jobs active).
 """
 
 from __future__ import annotations
