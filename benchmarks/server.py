@@ -12,11 +12,15 @@ measures
 * speed: audio seconds per wall second, request sent to the last audio-stop
   (streamed: to synthesize-stopped),
 
-as the median of --runs, and, with 4 clients asking at once, the aggregate speed
-and each stream's own. Beside each figure it prints the same figures measured on
-the engines directly (ours, and the reference pocket-tts 4.0.1, each in a child
-process of its own, one full pass per run as over the protocol), and the ratio
-protocol / engine, which is the cost of the server: the goal is within 10%.
+and, with 4 clients asking at once, the aggregate speed and each stream's own.
+Beside each figure it prints the same figures measured on the engines directly
+(ours, and the reference pocket-tts 4.0.1, each in a child process of its own),
+and the ratio protocol / engine, which is the cost of the server: the goal is
+within 10%. The three take turns in rounds (reference, ours, then the server, which
+stays up): the machine's slow spells last minutes, and measured a few minutes
+apart the engine's figure alone moved 20%. Each round measures each text once on
+each; every figure is the median over the rounds (--runs; the paragraph, which
+takes most of a minute, in the first --paragraph-runs of them).
 
 If `wyoming-bench` (PyPI) is installed, its own measurement of the short answer
 follows, as a second opinion from a client that is not ours.
@@ -40,7 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -50,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.engine import PARAGRAPH, SHORT, _machine
 
 TEXTS = {"short": SHORT, "paragraph": PARAGRAPH}
+MEASURES = ("short", "paragraph", "concurrent")  # "concurrent": CLIENTS short answers at once
 CLIENTS = 4  # concurrent clients, each asking for the short answer
 SERVER_START_TIMEOUT_S = 300.0
 
@@ -134,23 +139,17 @@ def _load_reference(config: Path, voice: Path) -> LoadedEngine:
     )
 
 
-def run_engine(engine: str, config: Path, voice: Path, runs: int, paragraph_runs: int) -> dict:
+def run_engine(engine: str, config: Path, voice: Path, measures: list[str]) -> dict:
+    """One round on an engine: each of `measures` once (`MEASURES`), after a warm-up."""
     loaded = (_load_ours if engine == "ours" else _load_reference)(config, voice)
     try:
         _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)  # warm-up
-        results = {
-            name: _summary(
-                [
-                    _time_stream(partial(loaded.stream, text), loaded.sample_rate)
-                    for _ in range(count)
-                ]
-            )
-            for name, text, count in (
-                ("short", SHORT, runs),
-                ("paragraph", PARAGRAPH, paragraph_runs),
-            )
+        results: dict = {
+            name: asdict(_time_stream(partial(loaded.stream, TEXTS[name]), loaded.sample_rate))
+            for name in measures
+            if name in TEXTS
         }
-        if engine == "ours":  # the reference's model serves one stream at a time
+        if "concurrent" in measures and engine == "ours":  # the reference serves one stream
             results["concurrent"] = _engine_concurrently(loaded)
         return results
     finally:
@@ -176,7 +175,7 @@ def _engine_concurrently(loaded: LoadedEngine) -> dict:
     return _concurrent_summary(timings, time.perf_counter() - started)
 
 
-def _engine_child(engine: str, config: Path, voice: Path, args: argparse.Namespace) -> dict:
+def _engine_child(engine: str, config: Path, voice: Path, measures: list[str]) -> dict:
     command = [
         sys.executable,
         __file__,
@@ -186,10 +185,8 @@ def _engine_child(engine: str, config: Path, voice: Path, args: argparse.Namespa
         str(config),
         "--voice",
         str(voice),
-        "--runs",
-        str(args.runs),
-        "--paragraph-runs",
-        str(args.paragraph_runs),
+        "--measures",
+        *measures,
     ]
     done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
@@ -317,17 +314,41 @@ async def request(port: int, text: str, streamed: bool) -> Timing:
         return await reader
 
 
-async def run_protocol(port: int, runs: int, paragraph_runs: int) -> dict:
-    await request(port, SHORT, streamed=False)  # warm-up, as for the engines
-    results = {}
-    for name, text, count in (("short", SHORT, runs), ("paragraph", PARAGRAPH, paragraph_runs)):
-        for streamed in (False, True):
-            timings = [await request(port, text, streamed) for _ in range(count)]
-            results[f"{name} streamed" if streamed else name] = _summary(timings)
-    started = time.perf_counter()
-    timings = await asyncio.gather(*(request(port, SHORT, False) for _ in range(CLIENTS)))
-    results["concurrent"] = _concurrent_summary(list(timings), time.perf_counter() - started)
+async def run_protocol(port: int, measures: list[str]) -> dict:
+    """One round over the protocol: each text of `measures` sent both ways, once."""
+    results: dict = {}
+    for name in measures:
+        if name in TEXTS:
+            for streamed in (False, True):
+                timing = await request(port, TEXTS[name], streamed)
+                results[f"{name} streamed" if streamed else name] = asdict(timing)
+    if "concurrent" in measures:
+        started = time.perf_counter()
+        timings = await asyncio.gather(*(request(port, SHORT, False) for _ in range(CLIENTS)))
+        results["concurrent"] = _concurrent_summary(list(timings), time.perf_counter() - started)
     return results
+
+
+def round_measures(round_index: int, runs: int, paragraph_runs: int) -> list[str]:
+    """What a round measures: the short answer and the clients at once in the first
+    `runs` rounds, the paragraph in the first `paragraph_runs`."""
+    due = {"short": runs, "paragraph": paragraph_runs, "concurrent": runs}
+    return [name for name in MEASURES if round_index < due[name]]
+
+
+def medians(rounds: list[dict]) -> dict:
+    """Each figure's median over the rounds that measured it."""
+    collected: dict[str, list[dict]] = {}
+    for results in rounds:
+        for key, value in results.items():
+            collected.setdefault(key, []).append(value)
+    summary = {}
+    for key, values in collected.items():
+        if key == "concurrent":
+            summary[key] = {name: statistics.median(v[name] for v in values) for name in values[0]}
+        else:
+            summary[key] = _summary([Timing(**value) for value in values])
+    return summary
 
 
 def run_wyoming_bench(port: int, rounds: int) -> str:
@@ -385,7 +406,7 @@ def _row(
 def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Namespace) -> None:
     print(
         f"\nmodel {args.model} (random weights: no end of speech, every chunk runs to its "
-        f"frame cap);\nmedian of {args.runs} runs (paragraph: {args.paragraph_runs}); "
+        f"frame cap);\nmedian of {args.runs} rounds (paragraph: {args.paragraph_runs}); "
         f"machine: {_machine()}, {_cpu_name()};\nother work on the machine: 1-minute load "
         f"average {args.load_before:.2f} when the run started"
     )
@@ -439,12 +460,15 @@ def _cpu_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
-    parser.add_argument("--runs", type=int, default=3, help="runs of the short answer")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="rounds (the short answer and 4 clients: one each)"
+    )
     parser.add_argument(
         "--paragraph-runs",
         type=int,
         default=1,
-        help="runs of the paragraph (56 s of audio on a random-weight model: most of a minute each)",
+        help="rounds with the paragraph (56 s of audio on a random-weight model: most of a "
+        "minute each)",
     )
     parser.add_argument(
         "--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench"
@@ -452,12 +476,13 @@ def main() -> None:
     parser.add_argument("--child", choices=["ours", "reference"], help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--voice", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--measures", nargs="*", choices=MEASURES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.runs < 1 or args.paragraph_runs < 1:
         parser.error("--runs and --paragraph-runs must be at least 1")
 
     if args.child:
-        results = run_engine(args.child, args.config, args.voice, args.runs, args.paragraph_runs)
+        results = run_engine(args.child, args.config, args.voice, args.measures)
         print(json.dumps(results))
         return
 
@@ -469,23 +494,29 @@ def main() -> None:
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
     built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
     voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
-    engines = {}
-    for engine in ("reference", "ours"):
-        print(f"engine level: {engine} ...", flush=True)
-        engines[engine] = _engine_child(engine, built.config_path, voice, args)
-
     log_path = Path(tempfile.gettempdir()) / "wyoming-pocket-tts-bench-server.log"
-    print(f"over the protocol (server log: {log_path}) ...", flush=True)
     server = Server(built.config_path, voice, log_path)
+    rounds: dict[str, list[dict]] = {"reference": [], "ours": [], "protocol": []}
     try:
         asyncio.run(server.wait_ready())
-        protocol = asyncio.run(run_protocol(server.port, args.runs, args.paragraph_runs))
+        asyncio.run(request(server.port, SHORT, streamed=False))  # warm-up, as for the engines
+        for index in range(max(args.runs, args.paragraph_runs)):
+            measures = round_measures(index, args.runs, args.paragraph_runs)
+            print(
+                f"round {index + 1}: {', '.join(measures)} (server log: {log_path}) ...", flush=True
+            )
+            for engine in ("reference", "ours"):
+                rounds[engine].append(_engine_child(engine, built.config_path, voice, measures))
+            rounds["protocol"].append(asyncio.run(run_protocol(server.port, measures)))
         print("wyoming-bench ...", flush=True)
         second_opinion = run_wyoming_bench(server.port, args.runs)
     finally:
         server.stop()
 
-    print_table(protocol, engines["ours"], engines["reference"], args)
+    protocol, ours, reference = (
+        medians(rounds[name]) for name in ("protocol", "ours", "reference")
+    )
+    print_table(protocol, ours, reference, args)
     print(
         f"\nwyoming-bench (short answer, {args.runs} rounds; RTF = wall / audio, "
         "lower is better; times in ms):"
