@@ -455,27 +455,14 @@ def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Name
     ]
     for key, name, heading in rows:
         print(heading)
-        got = protocol[key]
-        print(
-            _row(
-                "  time to first audio (ms)",
-                got["first_audio_ms"],
-                ours[name]["first_audio_ms"],
-                reference[name]["first_audio_ms"],
-                "{:.0f}",
-                higher_is_better=False,
+        for label, figure, fmt, higher in (
+            ("  time to first audio (ms)", "first_audio_ms", "{:.0f}", False),
+            ("  speed (audio s per wall s)", "speed_x", "{:.2f}", True),
+        ):
+            got, engine, ref = protocol[key], ours[name], reference[name]
+            print(
+                _row(label, got[figure], engine[figure], ref[figure], fmt, higher_is_better=higher)
             )
-        )
-        print(
-            _row(
-                "  speed (audio s per wall s)",
-                got["speed_x"],
-                ours[name]["speed_x"],
-                reference[name]["speed_x"],
-                "{:.2f}",
-                higher_is_better=True,
-            )
-        )
     got, engine = protocol["concurrent"], ours["concurrent"]
     print(f"{CLIENTS} clients at once, short answer each")
     for label, key, fmt, higher in (
