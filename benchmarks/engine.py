@@ -47,6 +47,17 @@ PARAGRAPH = (
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident memory: VmHWM, where Linux has it.
+
+    Not getrusage's `ru_maxrss`, which Linux carries over from the parent into a
+    child it starts (across fork and exec): a child started by a parent that had just
+    built a model reported the parent's peak (the 18M family: 619 MB, its own 398).
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
