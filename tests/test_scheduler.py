@@ -230,7 +230,8 @@ def test_generator_decodes_a_job_left_out_while_mimi_is_the_slower_stage(
     monkeypatch.setattr(synthesizer, "decode", slow_decode)
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in TEXTS]
     with SynthesisWorker(
-        synthesizer, max_buffered_frames=4, prompt_threads=2, take_turns=False
+        synthesizer, max_buffered_frames=4, prompt_threads=2, threads_per_stage=1,
+        take_turns=False
     ) as worker:
         jobs = [worker.submit(voice, text, OPTIONS, on_ready=worker.wake) for text in TEXTS]
         with ThreadPoolExecutor(len(jobs)) as listeners:
@@ -269,25 +270,30 @@ def record_decodes(synthesizer, monkeypatch) -> list[tuple[str, int, int]]:
     return seen
 
 
-def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(model, voice, monkeypatch):
+@pytest.mark.parametrize(("cores", "per_stage"), [(2, 1), (3, 1), (4, 2)])
+def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(
+    model, voice, monkeypatch, cores, per_stage
+):
     """What the listener waits for (the prompt pass, then decoding its first frame)
-    runs on every core; later steps, and Mimi beside them, keep one core each, even
-    when other threads set torch's count (loading a voice sets it to every core)."""
+    runs on every core; later steps, and Mimi beside them, keep half the cores each,
+    even when other threads set torch's count (loading a voice sets it to every core)."""
+    monkeypatch.setattr(scheduler, "available_cores", lambda: cores)
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
     callers_count = torch.get_num_threads()
     try:
-        with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=False) as worker:
-            on_new_thread(lambda: torch.set_num_threads(4))
+        with SynthesisWorker(synthesizer, take_turns=False) as worker:
+            on_new_thread(lambda: torch.set_num_threads(5))
             assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
     finally:
         on_new_thread(lambda: torch.set_num_threads(callers_count))
     assert torch.get_num_threads() == callers_count
-    assert seen[0] == (True, 3)
-    assert len(seen) > 1 and set(seen[1:]) == {(False, 1)}
-    assert decodes[0] == ("flowlm", 3, 1)
-    assert len(decodes) > 1 and {(name, threads) for name, threads, _ in decodes[1:]} == {("mimi", 1)}
+    assert seen[0] == (True, cores)
+    assert len(seen) > 1 and set(seen[1:]) == {(False, per_stage)}
+    assert decodes[0] == ("flowlm", cores, 1)
+    assert len(decodes) > 1
+    assert {(name, threads) for name, threads, _ in decodes[1:]} == {("mimi", per_stage)}
 
 
 def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
@@ -318,7 +324,9 @@ def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
         return decode(frames)
 
     monkeypatch.setattr(synthesizer, "decode", held_decode)
-    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=False) as worker:
+    with SynthesisWorker(
+        synthesizer, prompt_threads=3, threads_per_stage=1, take_turns=False
+    ) as worker:
         first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
         assert decoding.wait(timeout=60)
         order.clear()
@@ -430,22 +438,11 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     assert max(frames for _, _, frames in decodes) > TURN_RUN_FRAMES
 
 
-@pytest.mark.parametrize(
-    ("quantized", "capability", "expected"),
-    [
-        (False, "AVX2", TURN_MAX_JOBS),
-        (False, "DEFAULT", TURN_MAX_JOBS),
-        (True, "AVX512", INT8_TURN_MAX_JOBS),
-        (True, "AVX2", 0),
-        (True, "DEFAULT", 0),  # ARM
-    ],
-)
-def test_int8_takes_turns_for_one_job_and_only_with_avx512(
-    monkeypatch, quantized, capability, expected
-):
+@pytest.mark.parametrize("capability", ["AVX512", "AVX2", "DEFAULT"])
+def test_stages_take_turns_for_few_jobs_whatever_the_cpu(monkeypatch, capability):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert INT8_TURN_MAX_JOBS == 1
-    assert default_turn_max_jobs(quantized) == expected
+    assert default_turn_max_jobs(quantized=False) == TURN_MAX_JOBS
+    assert default_turn_max_jobs(quantized=True) == INT8_TURN_MAX_JOBS == 1
 
 
 def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(

@@ -34,7 +34,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import torch
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
 from .threads import available_cores, intra_op_threads, use_cores
@@ -61,16 +60,13 @@ MIN_LEAD_SECONDS = 0.3
 # first audio waited for Mimi's call over every job's run (up to 220 ms).
 TURN_MAX_JOBS = 3
 # With int8 FlowLM, whose step gains less from a second core, the stages take turns for
-# one job at most, and only where Mimi is fast on every core: on CPUs with AVX-512
-# (see `SynthesisWorker`).
+# one job at most (see `SynthesisWorker`).
 INT8_TURN_MAX_JOBS = 1
 
 
 def default_turn_max_jobs(quantized: bool) -> int:
     """Up to how many active jobs the stages take turns by default (0: never)."""
-    if not quantized:
-        return TURN_MAX_JOBS
-    return INT8_TURN_MAX_JOBS if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 0
+    return INT8_TURN_MAX_JOBS if quantized else TURN_MAX_JOBS
 
 
 class SynthesisJob:
@@ -183,13 +179,14 @@ class SynthesisWorker:
     pays for two and three float32 streams; with four the two ways measured level,
     and side by side a new request does not wait for a Mimi call over every job's
     run (`TURN_MAX_JOBS`). An int8 FlowLM step gains less from a second core (10.0
-    against 12.5 ms on the Xeon), and then it depends on Mimi's speed on two cores,
-    high with AVX-512's kernels (3.9 ms a frame at eight a call), lower without (5.5
-    ms, the Xeon held to AVX2): one int8 paragraph made 5.34x real time taking turns
-    against 4.99x side by side with AVX-512 (ahead in four rounds of four), but
-    4.74x against 5.34x held to AVX2 (behind in four of four). Two int8 paragraphs
-    were level (7.42x against 7.21x) and a request coming meanwhile waited longer
-    for its first audio (68 against 56 ms). Hence `default_turn_max_jobs`.
+    against 12.5 ms on the Xeon), but Mimi gains nearly twice: one int8 paragraph
+    made 5.34x real time taking turns against 4.99x side by side on an Intel Xeon
+    with AVX-512 (ahead in four rounds of four), and 4.82x against 4.11x on an AMD
+    EPYC with AVX2 only (ahead in six of six). (The Xeon held to AVX2 kernels had
+    said the opposite, 4.74x against 5.34x: the real AVX2 machine overruled it.)
+    Two int8 paragraphs were level (7.42x against 7.21x, Xeon) and a request coming
+    meanwhile waited longer for its first audio (68 against 56 ms). Hence
+    `default_turn_max_jobs`.
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
     each step: the generator thread then waits with every backlog full. While it
@@ -200,13 +197,16 @@ class SynthesisWorker:
     """
 
     def __init__(
-        self, synthesizer: Synthesizer, max_buffered_frames: int = 8, threads_per_stage: int = 1,
-        max_batch: int = 8, prompt_threads: int | None = None, take_turns: bool | None = None,
+        self, synthesizer: Synthesizer, max_buffered_frames: int = 8,
+        threads_per_stage: int | None = None, max_batch: int = 8,
+        prompt_threads: int | None = None, take_turns: bool | None = None,
     ):
         self.synthesizer = synthesizer
         self.max_buffered_frames = max_buffered_frames
         self.max_batch = max_batch
-        self.threads_per_stage = threads_per_stage
+        # Side by side, each stage on half the cores: one each on two cores, and on a
+        # Raspberry Pi's or an N100's four, no core left idle.
+        self.threads_per_stage = threads_per_stage or max(1, available_cores() // 2)
         # Threads for a text prompt's pass while the decoder is idle: all the cores.
         self.prompt_threads = prompt_threads or available_cores()
         # The stages take turns while at most this many jobs are active (0: never).
