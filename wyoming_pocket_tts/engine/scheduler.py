@@ -165,7 +165,7 @@ class SynthesisWorker:
     """Batched FlowLM steps over all active jobs, and Mimi decoding their frames.
 
     Two ways to share the cores. Side by side: FlowLM and Mimi each on a thread and
-    a core of their own, overlapping. Taking turns (while at most `turn_max_jobs`
+    half the cores (one on two), overlapping. Taking turns (while at most `turn_max_jobs`
     jobs are active; `take_turns` forces either way): the generator thread runs both
     stages on every core, one after the other, and lets frames queue up for Mimi
     while their listeners have audio in hand (`MIN_LEAD_SECONDS`), since several
@@ -184,9 +184,13 @@ class SynthesisWorker:
     with AVX-512 (ahead in four rounds of four), and 4.82x against 4.11x on an AMD
     EPYC with AVX2 only (ahead in six of six). (The Xeon held to AVX2 kernels had
     said the opposite, 4.74x against 5.34x: the real AVX2 machine overruled it.)
-    Two int8 paragraphs were level (7.42x against 7.21x, Xeon) and a request coming
-    meanwhile waited longer for its first audio (68 against 56 ms). Hence
-    `default_turn_max_jobs`.
+    A request coming meanwhile is heard no later (EPYC, eight rounds: 37 against 43 ms
+    median, 64 against 69 at worst). Two int8 paragraphs were level on the Xeon (7.42x
+    against 7.21x) and faster taking turns on the EPYC (6.43x against 5.80x, four
+    rounds of four), but a request coming meanwhile then waited 150-190 ms for its
+    first audio in two rounds of six (behind a run of both jobs' frames; 51-72 ms side
+    by side); three were level (7.15x against 7.24x), four faster side by side (9.19x
+    against 8.33x). Hence `default_turn_max_jobs`.
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
     each step: the generator thread then waits with every backlog full. While it

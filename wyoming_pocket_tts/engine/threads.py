@@ -13,8 +13,8 @@ sleep at once instead of spinning, so each of the hundreds of operators in a pas
 has to wake it again. Measured on two cores: a text prompt's pass took 45 ms with
 one pool and 55-70 ms after the loading thread had kept a pool of its own.
 
-The synthesis worker keeps its two threads at one core each (FlowLM and Mimi
-side by side) and raises the count only around work that runs while the other
+The synthesis worker keeps its two threads at half the cores each (FlowLM and
+Mimi side by side; one core each on two) and raises the count only around work that runs while the other
 stage has nothing to do: a new request's text prompt and first frame while the
 decoder is idle or holds back for them, and every step and decoding while the
 stages take turns (few jobs active).
