@@ -14,10 +14,10 @@ has to wake it again. Measured on two cores: a text prompt's pass took 45 ms wit
 one pool and 55-70 ms after the loading thread had kept a pool of its own.
 
 The synthesis worker keeps its two threads at half the cores each (FlowLM and
-Mimi side by side; one core each on two) and raises the count only around work that runs while the other
-stage has nothing to do: a new request's text prompt and first frame while the
-decoder is idle or holds back for them, and every step and decoding while the
-stages take turns (few jobs active).
+Mimi side by side; one core each on two) and raises the count only around work
+that runs while the other stage has nothing to do: a new request's text prompt and
+first frame while the decoder is idle or holds back for them, and every step and
+decoding while the stages take turns (few jobs active).
 """
 
 from __future__ import annotations
