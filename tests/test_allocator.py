@@ -1,4 +1,5 @@
-"""The engine makes the C allocator keep one heap for all threads (see engine/allocator.py)."""
+"""The engine makes the C allocator keep one heap for all threads, and PyTorch put large
+tensors in 2 MB pages (see engine/allocator.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
+glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
     reason="arenas are glibc's",
 )
+THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 # Threads that allocate, then glibc's own report of its heaps: one <heap> per arena.
 COUNT_HEAPS = textwrap.dedent(
@@ -52,10 +55,62 @@ def _heaps(**environment: str) -> int:
     return int(done.stdout.strip().splitlines()[-1])
 
 
+@glibc_only
 def test_threads_of_a_process_with_the_engine_share_one_heap():
     assert _heaps() == 1
 
 
+@glibc_only
 def test_an_arena_limit_set_by_the_user_is_kept():
     # Also shows that the threads above would have had heaps of their own.
     assert _heaps(MALLOC_ARENA_MAX="8") > 1
+
+
+# A process as the server starts (its command module imported first), then a 64 MB
+# tensor: how many kB of it the kernel backs with huge pages.
+HUGE_PAGES_OF_A_TENSOR = textwrap.dedent(
+    """
+    import wyoming_pocket_tts.commands.serve
+    import torch
+
+    def anonymous_huge_kb():
+        with open("/proc/self/smaps_rollup") as rollup:
+            line = next(line for line in rollup if line.startswith("AnonHugePages:"))
+        return int(line.split()[1])
+
+    before = anonymous_huge_kb()
+    weights = torch.empty(16 * 1024 * 1024)
+    weights.fill_(1.0)
+    print(anonymous_huge_kb() - before)
+    """
+)
+
+
+def _huge_kb(**environment: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | environment
+    done = subprocess.run(
+        [sys.executable, "-c", HUGE_PAGES_OF_A_TENSOR],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def _thp_mode() -> str | None:
+    """The kernel's transparent huge page mode (always, madvise, never), if it has them."""
+    try:
+        text = THP_MODE.read_text()
+    except OSError:
+        return None
+    return text[text.index("[") + 1 : text.index("]")]
+
+
+@pytest.mark.skipif(_thp_mode() not in ("always", "madvise"), reason="no transparent huge pages")
+def test_large_tensors_of_a_server_process_are_in_huge_pages():
+    assert _huge_kb() >= 32 * 1024  # at least half of the 64 MB tensor
+
+
+@pytest.mark.skipif(
+    _thp_mode() != "madvise", reason="only in madvise mode does the kernel wait to be asked"
+)
+def test_huge_pages_turned_off_by_the_user_stay_off():
+    assert _huge_kb(THP_MEM_ALLOC_ENABLE="0") == 0

@@ -1,4 +1,4 @@
-"""The C allocator of a process that serves a model: one heap for all its threads.
+"""The memory of a process that serves a model: one heap for all threads, 2 MB pages.
 
 glibc gives each thread, at its first allocation, a heap (an "arena") of its own
 while there are fewer than eight per core, and memory freed in an arena is kept
@@ -11,6 +11,18 @@ alternating: peak memory 744 against 763 MB (medians of sixteen and four runs),
 speed and four concurrent streams within the spread (FlowLM's and Mimi's threads
 allocate a few thousand times a second between them, too few for the shared lock
 to matter).
+
+FlowLM reads all its weights, hundreds of MB, for every frame. In 4 kB pages that
+is one page-table walk for every 4 kB read, more pages than any CPU's TLB holds;
+in the 2 MB pages Linux can give (transparent huge pages) it is one per 2 MB.
+PyTorch puts its tensors of 2 MB and more in such pages when THP_MEM_ALLOC_ENABLE
+is set (it aligns them and asks the kernel with madvise), which covers the
+float32 transformer's weights as laid out for oneDNN. Measured on an AMD EPYC (2
+cores, AVX2), processes with and without alternating: a float32 FlowLM step 21.7
+against 22.5 ms (best of three rounds, median of eight processes; faster in seven
+of eight) and 20.5 against 21.7 (five of five), resident memory 3 MB more. The
+int8 weights are fbgemm's, allocated outside PyTorch's allocator, and stay as
+they are.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import os
 _LOGGER = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
+HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"
 
 
 def use_one_arena() -> None:
@@ -39,3 +52,14 @@ def use_one_arena() -> None:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     if mallopt(M_ARENA_MAX, 1) != 1:
         _LOGGER.debug("mallopt(M_ARENA_MAX, 1) was refused: keeping the C library's arenas")
+
+
+def use_huge_pages() -> None:
+    """Let PyTorch put its large tensors in 2 MB pages (see the module docstring).
+
+    PyTorch reads the setting once, at the process's first tensor allocation, so
+    this must come before any tensor is made (importing torch makes none). A value
+    set in the environment is kept (0 turns it off); where the kernel has no
+    transparent huge pages, or they are set to `never`, the request changes nothing.
+    """
+    os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
