@@ -20,9 +20,12 @@ is set (it aligns them and asks the kernel with madvise), which covers the
 float32 transformer's weights as laid out for oneDNN. Measured on an AMD EPYC (2
 cores, AVX2), processes with and without alternating: a float32 FlowLM step 21.7
 against 22.5 ms (best of three rounds, median of eight processes; faster in seven
-of eight) and 20.5 against 21.7 (five of five), resident memory 3 MB more. The
-int8 weights are fbgemm's, allocated outside PyTorch's allocator, and stay as
-they are.
+of eight; with all the process's memory collapsed into 2 MB pages after loading,
+20.5 against 21.7, five of five); peak memory with three voices and a paragraph
+740-747 against 730-735 MB. The int8 weights are fbgemm's, allocated
+outside PyTorch's allocator: they stay in 4 kB pages (collapsing them into 2 MB
+ones after loading, with MADV_COLLAPSE, made the int8 step no faster: slower in
+six processes of eight).
 """
 
 from __future__ import annotations
