@@ -21,7 +21,9 @@ float32 transformer's weights as laid out for oneDNN. Measured on an AMD EPYC (2
 cores, AVX2), processes with and without alternating: a float32 FlowLM step 21.7
 against 22.5 ms (best of three rounds, median of eight processes; faster in seven
 of eight; with all the process's memory collapsed into 2 MB pages after loading,
-20.5 against 21.7, five of five); peak memory with three voices and a paragraph
+20.5 against 21.7, five of five); a float32 paragraph as served 2.53x against 2.46x
+real time (medians of ten processes each, ahead in six pairs of ten: the machine's
+spread is wider than the gain); peak memory with three voices and a paragraph
 740-747 against 711-735 MB (three processes each; int8 level). The int8 weights
 are fbgemm's, allocated outside PyTorch's allocator: they stay in 4 kB pages
 (collapsing them into 2 MB ones after loading, with MADV_COLLAPSE, made the int8
