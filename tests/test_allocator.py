@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_pocket_tts.engine.allocator import HUGE_PAGES_VARIABLE
+
 glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
     reason="arenas are glibc's",
@@ -87,7 +89,7 @@ HUGE_PAGES_OF_A_TENSOR = textwrap.dedent(
 
 
 def _huge_kb(**environment: str) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | environment
+    env = {k: v for k, v in os.environ.items() if k != HUGE_PAGES_VARIABLE} | environment
     done = subprocess.run(
         [sys.executable, "-c", HUGE_PAGES_OF_A_TENSOR],
         capture_output=True, text=True, env=env, check=True,
@@ -113,4 +115,4 @@ def test_large_tensors_of_a_server_process_are_in_huge_pages():
     _thp_mode() != "madvise", reason="only in madvise mode does the kernel wait to be asked"
 )
 def test_huge_pages_turned_off_by_the_user_stay_off():
-    assert _huge_kb(THP_MEM_ALLOC_ENABLE="0") == 0
+    assert _huge_kb(**{HUGE_PAGES_VARIABLE: "0"}) == 0
