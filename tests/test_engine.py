@@ -97,6 +97,21 @@ def test_decoder_window_is_bounded_and_exact(model, tiny_model):
     torch.testing.assert_close(in_blocks, expected, atol=1e-5, rtol=0)
 
 
+def test_window_hands_attention_only_the_keys_its_queries_can_see():
+    """However full the buffer, a call's keys start where its first query's window does."""
+    context, steps = 10, 3
+    window = kv_cache.WindowKV(layers=1, heads=1, head_dim=1, context=context)
+    for _ in range(20):  # 60 positions: the buffer (20) compacts several times
+        window.reserve(steps)
+        first = window.first_position
+        positions = torch.arange(window.length, window.length + steps, dtype=torch.float32)
+        keys, _ = window.append(0, positions.view(1, 1, steps, 1), positions.view(1, 1, steps, 1))
+        seen = keys.flatten().tolist()
+        assert seen == list(range(max(0, window.length - context + 1), window.length + steps))
+        assert seen[0] == first
+        window.advance(steps)
+
+
 def test_decoder_convolutions_take_a_few_frames_per_call(model):
     """A long run, or several streams, reach the 24 kHz convolutions in small pieces
     (their activations are the decoder's largest), with the audio of one pass."""

@@ -129,11 +129,18 @@ class WindowKV:
         end = begin + keys.shape[2]
         self.keys[layer, :, :, begin:end] = keys
         self.values[layer, :, :, begin:end] = values
-        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+        visible = self.first_position - self.start
+        return self.keys[layer, :, :, visible:end], self.values[layer, :, :, visible:end]
 
     def advance(self, steps: int) -> None:
         self.length += steps
 
     @property
     def first_position(self) -> int:
-        return self.start
+        """Absolute position of the oldest entry the next queries can see.
+
+        The buffer holds up to twice the window; entries older than the window of the
+        first new query are left out of attention altogether rather than masked: the
+        Mimi decoder's 16 queries a frame then attend over 265 keys, not 265-500.
+        """
+        return max(self.start, self.length - self.context + 1)
