@@ -55,7 +55,7 @@ def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
     recording = RecordingWorker(worker)
     handler = partial(
         PocketTTSEventHandler,
-        info=lambda: Info(),
+        info=Info,
         voices=voices,
         worker=recording,
         settings=HandlerSettings(sample_rate=model.sample_rate, options=GenerationOptions()),
