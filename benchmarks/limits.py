@@ -1,7 +1,7 @@
 """How far from the machine's limits: what a frame must read and compute, and what it costs anyway.
 
-The README's limit note, measured in one run instead of estimated. For one stream of
-a real-size random-weight model it prints:
+The README's limit note, measured in one run instead of estimated. For a
+real-size random-weight model it prints:
 
 * the machine: memory read bandwidth (a plain sum over 400 MB) on one core and on
   all, and the float32 matrix-product rate on all cores;
@@ -13,7 +13,11 @@ a real-size random-weight model it prints:
 * ours, stage by stage on all cores (each the best of three rounds): a FlowLM step
   (float32 and int8) against its floor, the weights it reads at the measured
   bandwidth plus the thin model's step; a Mimi frame (eight per call) against the
-  arithmetic it does at the measured product rate plus the thin model's frame.
+  arithmetic it does at the measured product rate plus the thin model's frame;
+* four concurrent streams as the worker runs them side by side (each stage on half
+  the cores): a FlowLM step of the four and a Mimi frame, each alone and with the
+  other stage running beside it, and from them the most four streams can gain over
+  one stream as served.
 
 Each engine runs in a child process of its own (the reference sets torch to one
 thread when imported). Usage: python benchmarks/limits.py [--model NAME]
@@ -22,11 +26,14 @@ thread when imported). Usage: python benchmarks/limits.py [--model NAME]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +46,7 @@ from tests.support.voices_audio import write_voice_wav
 STEPS = 40  # FlowLM steps timed per round (median), after a few untimed
 MIMI_FRAMES_PER_CALL = 8  # as when the stages take turns (engine/scheduler.py)
 MIMI_CALLS = 6  # per round (median)
+STREAMS = 4  # concurrent streams, as in benchmarks/engine.py
 # A stage's figure is its best round: a floor is compared with the least disturbed
 # measurement (the machine's slow spells last minutes and raise a median by 20-40%).
 ROUNDS = 3
@@ -79,6 +87,44 @@ def _timed(function, *args) -> float:
     return time.perf_counter() - started
 
 
+def _timed_together(stages: list, counts: list[int], cores: int) -> list[float]:
+    """Median seconds of a call of each stage, all stages running at once, one thread each.
+
+    A stage is a context manager that, on its thread, makes the call to time. Each thread
+    (on `cores` cores) times its `counts[i]` calls from a common start, then keeps
+    calling, untimed, until every thread has timed its own: a stage is measured
+    only while the others run beside it. One stage alone is measured by itself.
+    """
+    import torch
+
+    from wyoming_pocket_tts.engine.threads import use_cores
+
+    start = threading.Barrier(len(stages))
+    lock = threading.Lock()
+    untimed = [len(stages)]
+
+    def run(index: int) -> float:
+        use_cores(cores)
+        try:
+            with torch.inference_mode(), stages[index]() as call:
+                call()  # warm-up
+                start.wait()
+                median = statistics.median(_timed(call) for _ in range(counts[index]))
+                with lock:
+                    untimed[0] -= 1
+                while untimed[0]:
+                    call()
+                return median
+        except BaseException:
+            start.abort()  # nobody waits for a stage that failed
+            untimed[0] = 0
+            raise
+
+    with ThreadPoolExecutor(len(stages)) as pool:
+        futures = [pool.submit(run, index) for index in range(len(stages))]
+        return [future.result() for future in futures]
+
+
 def _frame_ms(frames_audio, samples_per_frame: int) -> float:
     """Wall milliseconds per 80 ms frame while consuming a stream of audio arrays."""
     started = time.perf_counter()
@@ -104,8 +150,9 @@ def run_reference(configs: dict[str, str], voice: Path) -> dict:
 def run_ours(configs: dict[str, str], voice: Path) -> dict:
     import torch
 
+    from wyoming_pocket_tts.engine.mimi import DecoderBatch
     from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
     from wyoming_pocket_tts.engine.threads import available_cores, run_on_own_thread, use_cores
 
@@ -148,16 +195,56 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
             model.mimi.decode(latents, state)
         return counter.get_total_flops() / MIMI_FRAMES_PER_CALL / 1e6
 
+    def four_streams_ms(synthesizer: Synthesizer, loaded, model: PocketTTS) -> dict:
+        """STREAMS concurrent streams' stages as the worker runs them side by side, each on
+        half the cores: a FlowLM step of them all, and a Mimi frame-row (a call takes
+        DECODE_FRAMES_PER_JOB frames of each stream), each alone and the two at once."""
+
+        @contextlib.contextmanager
+        def flow_lm_step():
+            utterances = [synthesizer.start(loaded, PARAGRAPH) for _ in range(STREAMS)]
+            try:
+                for _ in range(5):  # past the text prompt's pass
+                    synthesizer.advance(utterances)
+                yield lambda: synthesizer.advance(utterances)
+            finally:
+                for utterance in utterances:
+                    utterance.close()
+
+        @contextlib.contextmanager
+        def mimi_call():
+            state = DecoderBatch([model.mimi.new_decoder_state() for _ in range(STREAMS)])
+            latents = torch.randn(STREAMS, DECODE_FRAMES_PER_JOB, model.flow_lm.latent_dim)
+            yield lambda: model.mimi.decode(latents, state)
+
+        stages, counts = [flow_lm_step, mimi_call], [STEPS, MIMI_CALLS]
+        per_stage = max(1, cores // 2)
+        alone, beside = [], []
+        for _ in range(ROUNDS):
+            alone.append([_timed_together([stage], [count], per_stage)[0]
+                          for stage, count in zip(stages, counts, strict=True)])
+            beside.append(_timed_together(stages, counts, per_stage))
+        results = {}
+        for name, rounds in (("alone", alone), ("beside", beside)):
+            step, call = (min(stage) for stage in zip(*rounds))
+            results[f"four_step_{name}"] = 1000 * step
+            results[f"four_mimi_{name}"] = 1000 * call / (STREAMS * DECODE_FRAMES_PER_JOB)
+        return results
+
     results = {}
     for size, config in configs.items():
         for quantize in (False, True):
-            kind = f"{size}{'_int8' if quantize else ''}"
+            suffix = "_int8" if quantize else ""
+            kind = f"{size}{suffix}"
             # All torch work on threads that end with it, as the server does: an
             # OpenMP pool left behind on this thread would slow every later figure.
             model = run_on_own_thread(PocketTTS.load, Path(config), quantize=quantize)
             loaded = run_on_own_thread(model.voice_from_audio, voice)
             synthesizer = Synthesizer(model)
             results[f"step_{kind}"] = run_on_own_thread(step_ms, synthesizer, loaded)
+            if size == "real":
+                four = four_streams_ms(synthesizer, loaded, model)
+                results.update({f"{key}{suffix}": value for key, value in four.items()})
             if not quantize:
                 results[f"mimi_{size}"] = run_on_own_thread(mimi_ms, model)
                 results[f"mimi_mflop_{size}"] = run_on_own_thread(mimi_mflop, model)
@@ -291,6 +378,43 @@ def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: flo
     print(f"\nFlowLM reads {float32_mb:.0f} MB a step in float32, {int8_mb:.0f} MB with --quantize. "
           "Taking turns (float32, one stream), a frame costs at least the FlowLM floor plus the "
           f"Mimi floor: {ours['step_thin'] + float32_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
+    report_four_streams(ours, cores)
+
+
+def four_stream_round_ms(step: float, frame_row: float) -> float:
+    """The least wall time in which the two stages' threads can make a frame of every stream.
+
+    The FlowLM thread decodes a stream's frames when it would otherwise wait, but the
+    Mimi thread cannot take a FlowLM step: a round takes at least the step, and at
+    least half the two stages' work.
+    """
+    return max(step, (step + STREAMS * frame_row) / 2)
+
+
+def report_four_streams(ours: dict, cores: int) -> None:
+    per_stage = max(1, cores // 2)
+    title = f"{STREAMS} streams side by side, {per_stage} core(s) a stage, ms"
+    print(f"\n{title:52} {'ours':>8} {'ours int8':>10}")
+    rows = []
+    for name, label in (("alone", "alone"), ("beside", "beside the other stage")):
+        rows += [
+            (f"FlowLM step of all {STREAMS}, {label}", "four_step_" + name),
+            (f"Mimi frame of one stream, {label}", "four_mimi_" + name),
+        ]
+    for label, key in rows:
+        print(f"{label:52} {ours[key]:>8.1f} {ours[key + '_int8']:>10.1f}")
+    for name in ("alone", "beside"):
+        ratios = []
+        for suffix in ("", "_int8"):
+            step, frame_row = ours[f"four_step_{name}{suffix}"], ours[f"four_mimi_{name}{suffix}"]
+            ratios.append(STREAMS * ours[f"frame_real{suffix}"] / four_stream_round_ms(step, frame_row))
+        label = f"at best, x one stream as served (stages {name})"
+        print(f"{label:52} {ratios[0]:>7.2f}x {ratios[1]:>9.2f}x")
+    print(f"\nA round (a frame of each of the {STREAMS} streams) takes at least the FlowLM step and at "
+          "least half the two stages' work (the FlowLM thread decodes when it would wait, Mimi's "
+          "cannot step). Against one stream's frame as served, that is the most "
+          f"{STREAMS} streams can gain; 'beside' counts the slowdown the stages cause each other "
+          "through the shared caches and memory.")
 
 
 if __name__ == "__main__":
