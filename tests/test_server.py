@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -282,6 +283,12 @@ def test_synthesize_streams_one_chunk_per_frame_and_logs_the_request(server):
     server.wait_for_log("chars=24")
     line = next(line for line in server.log().splitlines() if "chars=24" in line)
     assert "INFO" in line and "voice=voice" in line and "first_audio=" in line and "rtf=" in line
+
+
+def test_the_server_leaves_its_start_up_objects_out_of_garbage_collection(server):
+    found = re.search(r"(\d+) start-up objects kept out of garbage collection", server.log())
+    assert found, server.log()
+    assert int(found[1]) > 10_000  # torch's modules alone are more
 
 
 def test_empty_or_blank_text_gives_a_valid_empty_audio_stream(server):

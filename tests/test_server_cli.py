@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import threading
 from pathlib import Path
@@ -257,3 +258,15 @@ def test_the_server_speaks_once_unheard_before_serving(tmp_path, tiny_model, voi
     assert [text for text, _ in before_serving] == [serve.WARM_UP_TEXT]
     job = before_serving[0][1]
     assert job.samples > 0 and job.error is None
+
+
+def test_start_up_objects_are_left_out_of_later_garbage_collections():
+    alive = [object()]  # a container the collector tracks, made "at start-up"
+    assert any(tracked is alive for tracked in gc.get_objects())
+    try:
+        frozen = serve.freeze_start_up_objects()
+        assert frozen == gc.get_freeze_count() > 0
+        assert not any(tracked is alive for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()
+
