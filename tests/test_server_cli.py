@@ -194,14 +194,21 @@ def test_a_yaml_model_advertises_the_languages_given(tiny_model):
 
 
 def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
-    """`serve.main` in this process, with `serving` run where it would serve clients."""
+    """`serve.main` in this process, with `serving` run where it would serve clients.
+
+    The test process's objects, which the start-up freezes out of garbage collection
+    as a server's, are given back to the collector after it.
+    """
     monkeypatch.setattr(serve, "_run_server", serving)
     args = parse(
         ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
          "--download-dir", str(tmp_path), "--local-files-only"],
         {},
     )
-    return serve.main(args)
+    try:
+        return serve.main(args)
+    finally:
+        gc.unfreeze()
 
 
 def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_wav, monkeypatch):
