@@ -224,7 +224,7 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
             alone.append([_timed_together([stage], [count], per_stage)[0]
                           for stage, count in zip(stages, counts, strict=True)])
             beside.append(_timed_together(stages, counts, per_stage))
-        results = {}
+        results = {"four_cores_per_stage": per_stage}
         for name, rounds in (("alone", alone), ("beside", beside)):
             step, call = (min(stage) for stage in zip(*rounds))
             results[f"four_step_{name}"] = 1000 * step
@@ -378,7 +378,7 @@ def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: flo
     print(f"\nFlowLM reads {float32_mb:.0f} MB a step in float32, {int8_mb:.0f} MB with --quantize. "
           "Taking turns (float32, one stream), a frame costs at least the FlowLM floor plus the "
           f"Mimi floor: {ours['step_thin'] + float32_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
-    report_four_streams(ours, cores)
+    report_four_streams(ours)
 
 
 def four_stream_round_ms(step: float, frame_row: float) -> float:
@@ -391,9 +391,8 @@ def four_stream_round_ms(step: float, frame_row: float) -> float:
     return max(step, (step + STREAMS * frame_row) / 2)
 
 
-def report_four_streams(ours: dict, cores: int) -> None:
-    per_stage = max(1, cores // 2)
-    title = f"{STREAMS} streams side by side, {per_stage} core(s) a stage, ms"
+def report_four_streams(ours: dict) -> None:
+    title = f"{STREAMS} streams side by side, {ours['four_cores_per_stage']} core(s) a stage, ms"
     print(f"\n{title:52} {'ours':>8} {'ours int8':>10}")
     rows = []
     for name, label in (("alone", "alone"), ("beside", "beside the other stage")):

@@ -276,4 +276,3 @@ def test_start_up_objects_are_left_out_of_later_garbage_collections():
         assert not any(tracked is alive for tracked in gc.get_objects())
     finally:
         gc.unfreeze()
-

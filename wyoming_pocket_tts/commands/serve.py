@@ -390,9 +390,10 @@ def freeze_start_up_objects() -> int:
     long as the process: one full collection took 92-105 ms on two cores (AMD EPYC),
     five times a short answer's time to first audio, and Python starts one whenever
     enough new objects have outlived the younger generations, whenever that is: during
-    a request, it holds that request's audio back by as much. Frozen, they are never walked again: the full collection at the end of a
-    served run took 8 ms. What refcounting frees is freed as before; cyclic garbage
-    made before this point is collected first (about 0.1 s, once).
+    a request, it holds that request's audio back by as much. Frozen, they are never
+    walked again: the full collection at the end of a served run took 8 ms. What
+    refcounting frees is freed as before; cyclic garbage made before this point is
+    collected first (about 0.1 s, once).
     """
     gc.collect()
     gc.freeze()
