@@ -60,6 +60,12 @@ def make_store(loader, names=("alba", "bob", "carol", "dave"), max_loaded=2, def
     )
 
 
+async def speak(store: VoiceStore, name: str):
+    """The voice a request for `name` gets once the store has it."""
+    async with store.use(name) as voice:
+        return voice
+
+
 def test_loads_on_first_use_off_the_event_loop_and_reuses():
     loader = RecordingLoader()
     store = make_store(loader)
@@ -98,13 +104,9 @@ def test_two_requests_for_one_unloaded_voice_load_it_once():
     loader.release.clear()
     store = make_store(loader)
 
-    async def speak(name):
-        async with store.use(name) as voice:
-            return voice
-
     async def scenario():
-        first = asyncio.create_task(speak("carol"))
-        second = asyncio.create_task(speak("carol"))
+        first = asyncio.create_task(speak(store, "carol"))
+        second = asyncio.create_task(speak(store, "carol"))
         # Both are waiting on the same load while the loop stays free to run this.
         await asyncio.sleep(0.05)
         assert not first.done() and not second.done()
@@ -120,13 +122,9 @@ def test_a_waiter_that_goes_away_does_not_cancel_the_load_for_others():
     loader.release.clear()
     store = make_store(loader)
 
-    async def speak(name):
-        async with store.use(name) as voice:
-            return voice
-
     async def scenario():
-        leaving = asyncio.create_task(speak("dave"))
-        staying = asyncio.create_task(speak("dave"))
+        leaving = asyncio.create_task(speak(store, "dave"))
+        staying = asyncio.create_task(speak(store, "dave"))
         await asyncio.sleep(0.05)
         leaving.cancel()
         loader.release.set()
