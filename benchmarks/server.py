@@ -543,7 +543,10 @@ def main() -> None:
     rounds: dict[str, list[dict]] = {"reference": [], "ours": [], "protocol": []}
     wyoming_bench = wyoming_bench_executable()
     if wyoming_bench is None:
-        print("wyoming-bench is not installed (the bench extra: pip install -e '.[bench]'): its rows are skipped")
+        print(
+            "wyoming-bench is not installed (the bench extra: pip install -e '.[bench]'): "
+            "its rows are skipped"
+        )
     try:
         asyncio.run(server.wait_ready())
         for index in range(max(args.runs, args.paragraph_runs)):
