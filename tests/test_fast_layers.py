@@ -12,7 +12,6 @@ import pytest
 import safetensors.torch
 import torch
 from torch import nn
-from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from torch.nn import functional as F
 
 from wyoming_pocket_tts.engine import quantize
@@ -30,7 +29,7 @@ from wyoming_pocket_tts.engine.packed import (
     padded_rows,
     same_layout,
 )
-from wyoming_pocket_tts.engine.quantize import half_weights_supported, int8_backend
+from wyoming_pocket_tts.engine.quantize import PrepackedLinear, half_weights_supported, int8_backend
 from wyoming_pocket_tts.engine.scheduler import TURN_MAX_JOBS, SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -181,12 +180,36 @@ def test_released_checkpoint_pages_read_back_unchanged(tmp_path):
     torch.testing.assert_close(anonymous, original, rtol=0, atol=0)
 
 
-@pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
+needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
+
+
+@needs_int8
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")  # torch.ao's
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 48), (4, 48), (2, 3, 48)])
+def test_prepacked_linear_equals_torch_ao_dynamic_linear(dtype, shape):
+    """Our layer calls the same product on the same packed weights as torch.ao's."""
+    if dtype == torch.float16 and not half_weights_supported():
+        pytest.skip("no float16-weight linear layers in this PyTorch build")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(48, 40), nn.ReLU(), nn.Linear(40, 24, bias=False))
+    expected_model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=dtype)
+    replaced = quantize._swap_for_dynamic_linears(model, dtype)
+    assert len(replaced) == 2
+    assert [type(m) for m in model] == [PrepackedLinear, nn.ReLU, PrepackedLinear]
+    assert {m.weight_dtype for m in model[::2]} == {dtype}
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), expected_model(x), rtol=0, atol=0)
+
+
+@needs_int8
 def test_quantized_model_is_close_to_float32_but_not_equal(tiny_model, voice):
     quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
     float32 = PocketTTS.load(tiny_model.config_path)
-    quantized_linears = {type(m).__module__ for m in quantized.flow_lm.transformer.modules()}
-    assert any("quantized" in name for name in quantized_linears)
+    transformer = list(quantized.flow_lm.transformer.modules())
+    int8 = [m for m in transformer if type(m) is PrepackedLinear and m.weight_dtype == torch.qint8]
+    assert int8 and not any(type(m) in (nn.Linear, PackedLinear) for m in transformer)
     assert quantized.quantized and not float32.quantized
     # int8 FlowLM gains less from a second core: the stages take turns for one job at most.
     assert SynthesisWorker(Synthesizer(quantized)).turn_max_jobs <= 1
@@ -224,8 +247,8 @@ def test_quantized_model_has_a_float16_flow_head(tiny_model):
     quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
     float32 = PocketTTS.load(tiny_model.config_path)
     head = list(quantized.flow_lm.flow_net.modules())
-    dynamic = [module for module in head if type(module) is DynamicLinear]
-    assert dynamic and {layer._packed_params.dtype for layer in dynamic} == {torch.float16}
+    dynamic = [module for module in head if type(module) is PrepackedLinear]
+    assert dynamic and {layer.weight_dtype for layer in dynamic} == {torch.float16}
     assert not any(type(module) in (nn.Linear, PackedLinear) for module in head)
     exact, approximate = _head_latents(float32), _head_latents(quantized)
     error = float((approximate - exact).norm() / exact.norm())
@@ -238,7 +261,7 @@ def test_flow_head_stays_float32_without_float16_weights(tiny_model, monkeypatch
     monkeypatch.setattr(quantize, "half_weights_supported", lambda: False)
     quantized = PocketTTS.load(tiny_model.config_path, quantize=True)
     float32 = PocketTTS.load(tiny_model.config_path)
-    assert not any(type(m) is DynamicLinear for m in quantized.flow_lm.flow_net.modules())
+    assert not any(type(m) is PrepackedLinear for m in quantized.flow_lm.flow_net.modules())
     torch.testing.assert_close(_head_latents(quantized), _head_latents(float32), rtol=0, atol=0)
 
 
