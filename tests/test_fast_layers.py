@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from wyoming_pocket_tts.engine import quantize
+from wyoming_pocket_tts.engine import mimi, quantize
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
 from wyoming_pocket_tts.engine.mimi import ELU, DecoderBatch
@@ -362,6 +362,14 @@ def test_mimi_elu_equals_torch_elu_including_extremes():
         torch.tensor([0.0, -0.0, 1e-8, -1e-8, -1e4, 1e4, float("inf"), float("-inf")]),
     ]).view(1, 1, -1)
     with torch.inference_mode():
-        ours = ELU()(x)
-    torch.testing.assert_close(ours, F.elu(x), rtol=0, atol=2e-7)
-    assert ours.isnan().sum() == 0
+        from_exp, torch_kernel = ELU(from_exp=True)(x), ELU(from_exp=False)(x)
+    torch.testing.assert_close(from_exp, F.elu(x), rtol=0, atol=2e-7)
+    assert from_exp.isnan().sum() == 0
+    torch.testing.assert_close(torch_kernel, F.elu(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("capability", "from_exp"), [("AVX512", False), ("AVX2", True), ("DEFAULT", True)])
+def test_mimi_elu_takes_torch_kernel_only_with_avx512(monkeypatch, capability, from_exp):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(mimi, "_expm1_is_slow", mimi._expm1_is_slow.__wrapped__)
+    assert ELU().from_exp is from_exp

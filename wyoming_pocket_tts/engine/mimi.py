@@ -15,6 +15,7 @@ take a few tens of megabytes, however long the prompt.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -108,17 +109,34 @@ Streams = StreamState | DecoderBatch
 
 
 class ELU(nn.Module):
-    """ELU (alpha 1) as max(x, exp(min(x, 0)) - 1): the same values within 1e-7.
+    """ELU (alpha 1), by PyTorch's kernel or as max(x, exp(min(x, 0)) - 1).
 
-    PyTorch's ELU kernel computes expm1, which costs twice an exp here; measured on
-    the decoder's shapes (x86, AVX2), this form takes 20-40% less time, and the ELUs
-    are a tenth of a decoded frame's. Like torch's, it allocates one tensor.
+    The ELUs are a tenth of a decoded frame's time. PyTorch's kernel computes expm1,
+    which with its AVX2 kernels costs twice an exp: there, measured on the decoder's
+    shapes (x86), the second form (the same values within 1e-7) takes 20-40% less
+    time. With its AVX-512 kernels PyTorch's is as fast (AMD EPYC Zen 5) or faster: a
+    decoded frame 1-7% faster at one to eight frames a call, one or two cores (Zen 4,
+    eight rounds alternating in one process). `from_exp`: which form (default: the
+    faster one on this CPU). Either allocates one tensor.
     """
 
+    def __init__(self, from_exp: bool | None = None):
+        super().__init__()
+        self.from_exp = _expm1_is_slow() if from_exp is None else from_exp
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.from_exp:
+            return F.elu(x)
         # exp(x) - 1 >= x for x <= 0, and exp(0) - 1 = 0 < x for x > 0.
         y = torch.clamp(x, max=0).exp_().sub_(1)
         return torch.maximum(y, x, out=y)
+
+
+@functools.cache
+def _expm1_is_slow() -> bool:
+    """False where PyTorch runs its AVX-512 kernels; elsewhere (AVX2, and ARM, where
+    neither form has been measured against the other) the exp form stays."""
+    return torch.backends.cpu.get_cpu_capability() != "AVX512"
 
 
 def _join_in_time(history: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
