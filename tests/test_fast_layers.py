@@ -29,7 +29,11 @@ from wyoming_pocket_tts.engine.packed import (
     padded_rows,
     same_layout,
 )
-from wyoming_pocket_tts.engine.quantize import PrepackedLinear, half_weights_supported, int8_backend
+from wyoming_pocket_tts.engine.quantize import (
+    PrepackedLinear,
+    half_weights_supported,
+    int8_backend,
+)
 from wyoming_pocket_tts.engine.scheduler import TURN_MAX_JOBS, SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 
@@ -368,7 +372,9 @@ def test_mimi_elu_equals_torch_elu_including_extremes():
     torch.testing.assert_close(torch_kernel, F.elu(x), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize(("capability", "from_exp"), [("AVX512", False), ("AVX2", True), ("DEFAULT", True)])
+@pytest.mark.parametrize(
+    ("capability", "from_exp"), [("AVX512", False), ("AVX2", True), ("DEFAULT", True)]
+)
 def test_mimi_elu_takes_torch_kernel_only_with_avx512(monkeypatch, capability, from_exp):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.setattr(mimi, "_expm1_is_slow", mimi._expm1_is_slow.__wrapped__)

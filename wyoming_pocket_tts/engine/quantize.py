@@ -122,7 +122,10 @@ class PrepackedLinear(nn.Module):
         return self._product(x, self.packed)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, weights={self.weight_dtype}"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"weights={self.weight_dtype}"
+        )
 
 
 @functools.cache
