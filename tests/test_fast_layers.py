@@ -189,12 +189,15 @@ needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="no int8 engine i
 
 @needs_int8
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")  # torch.ao's
-@pytest.mark.parametrize("dtype", [torch.qint8, torch.float16])
+@pytest.mark.parametrize(("engine", "dtype"), [
+    ("fbgemm", torch.qint8), ("fbgemm", torch.float16), ("qnnpack", torch.qint8),  # x86, ARM
+])
 @pytest.mark.parametrize("shape", [(1, 48), (4, 48), (2, 3, 48)])
-def test_prepacked_linear_equals_torch_ao_dynamic_linear(dtype, shape):
+def test_prepacked_linear_equals_torch_ao_dynamic_linear(monkeypatch, engine, dtype, shape):
     """Our layer calls the same product on the same packed weights as torch.ao's."""
-    if dtype == torch.float16 and not half_weights_supported():
-        pytest.skip("no float16-weight linear layers in this PyTorch build")
+    if engine not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"no {engine} engine in this PyTorch build")
+    monkeypatch.setattr(torch.backends.quantized, "engine", engine)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(48, 40), nn.ReLU(), nn.Linear(40, 24, bias=False))
     expected_model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=dtype)
