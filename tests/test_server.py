@@ -39,6 +39,7 @@ from wyoming.tts import (
 )
 
 from tests.support.reference_model import BuiltModel
+from wyoming_pocket_tts.engine.quantize import int8_backend
 
 REPO = Path(__file__).resolve().parents[1]
 FRAME_BYTES = 1920 * 2  # one 80 ms frame of 16-bit mono at 24 kHz
@@ -283,6 +284,19 @@ def test_synthesize_streams_one_chunk_per_frame_and_logs_the_request(server):
     server.wait_for_log("chars=24")
     line = next(line for line in server.log().splitlines() if "chars=24" in line)
     assert "INFO" in line and "voice=voice" in line and "first_audio=" in line and "rtf=" in line
+
+
+@pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
+def test_a_quantized_server_speaks_and_says_so(tmp_path, tiny_model, voice_wav):
+    """`--quantize` end to end: the int8 layers serve over the protocol."""
+    process = launch(tmp_path, tiny_model, "--voice", str(voice_wav), "--quantize", *SHORT)
+    try:
+        stream = run(synthesize(process, "The kitchen light is on."))
+        assert_pcm_frames(stream)
+        assert "quantized to int8" in process.log()
+    finally:
+        assert process.stop() == 0, process.log()
+    assert "Traceback" not in process.log()
 
 
 def test_the_server_leaves_its_start_up_objects_out_of_garbage_collection(server):
