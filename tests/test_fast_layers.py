@@ -380,5 +380,5 @@ def test_mimi_elu_equals_torch_elu_including_extremes():
 )
 def test_mimi_elu_takes_torch_kernel_only_with_avx512(monkeypatch, capability, from_exp):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    monkeypatch.setattr(mimi, "_expm1_is_slow", mimi._expm1_is_slow.__wrapped__)
+    monkeypatch.setattr(mimi, "_exp_form_preferred", mimi._exp_form_preferred.__wrapped__)
     assert ELU().from_exp is from_exp

@@ -122,7 +122,7 @@ class ELU(nn.Module):
 
     def __init__(self, from_exp: bool | None = None):
         super().__init__()
-        self.from_exp = _expm1_is_slow() if from_exp is None else from_exp
+        self.from_exp = _exp_form_preferred() if from_exp is None else from_exp
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.from_exp:
@@ -133,9 +133,10 @@ class ELU(nn.Module):
 
 
 @functools.cache
-def _expm1_is_slow() -> bool:
-    """False where PyTorch runs its AVX-512 kernels; elsewhere (AVX2, and ARM, where
-    neither form has been measured against the other) the exp form stays."""
+def _exp_form_preferred() -> bool:
+    """Whether the exp form is the ELU to use here: not where PyTorch runs its AVX-512
+    kernels; elsewhere (AVX2, and ARM, where neither form has been measured against
+    the other) it stays."""
     return torch.backends.cpu.get_cpu_capability() != "AVX512"
 
 
