@@ -194,10 +194,12 @@ needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="no int8 engine i
 ])
 @pytest.mark.parametrize("shape", [(1, 48), (4, 48), (2, 3, 48)])
 def test_prepacked_linear_equals_torch_ao_dynamic_linear(monkeypatch, engine, dtype, shape):
-    """Our layer calls the same product on the same packed weights as torch.ao's."""
+    """Our layer calls the same product on the same packed weights as torch.ao's (whose
+    activations have 7 bits: see the next test for 8)."""
     if engine not in torch.backends.quantized.supported_engines:
         pytest.skip(f"no {engine} engine in this PyTorch build")
     monkeypatch.setattr(torch.backends.quantized, "engine", engine)
+    monkeypatch.setattr(quantize, "full_range_activations_exact", lambda engine: False)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(48, 40), nn.ReLU(), nn.Linear(40, 24, bias=False))
     expected_model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=dtype)
@@ -208,6 +210,48 @@ def test_prepacked_linear_equals_torch_ao_dynamic_linear(monkeypatch, engine, dt
     x = torch.randn(*shape)
     with torch.inference_mode():
         torch.testing.assert_close(model(x), expected_model(x), rtol=0, atol=0)
+
+
+def _relative_error(approximate: torch.Tensor, exact: torch.Tensor) -> float:
+    return float((approximate - exact).norm() / exact.norm())
+
+
+@needs_int8
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")  # torch.ao's
+def test_int8_activations_have_8_bits_where_the_products_are_exact(monkeypatch):
+    """Where this CPU's int8 products cannot saturate, activations get all 8 bits, and
+    the layer comes closer to float32 than torch.ao's 7 bits; elsewhere it keeps 7."""
+    engine = int8_backend()
+    monkeypatch.setattr(torch.backends.quantized, "engine", engine)
+    exact = quantize.full_range_activations_exact(engine)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 64))
+    x = torch.randn(3, 256)
+    with torch.inference_mode():
+        float32 = model(x)
+        quantize._swap_for_dynamic_linears(model, torch.qint8)
+        layer = model[0]
+        ours = layer(x)
+        seven_bits = torch.ops.quantized.linear_dynamic(x, layer.packed, reduce_range=True)
+        eight_bits = torch.ops.quantized.linear_dynamic(x, layer.packed, reduce_range=False)
+    torch.testing.assert_close(ours, eight_bits if exact else seven_bits, rtol=0, atol=0)
+    if exact and engine != "qnnpack":  # qnnpack has 8 bits either way
+        assert _relative_error(ours, float32) < 0.7 * _relative_error(seven_bits, float32)
+
+
+@needs_int8
+@pytest.mark.filterwarnings("ignore::UserWarning")  # quantized tensors' deprecation
+def test_saturating_int8_products_keep_7_bit_activations(monkeypatch):
+    """A CPU without VNNI sums pairs of 8-bit products in 16 bits: the worst case then
+    comes out about half what it should, and the check must say so."""
+    product = torch.ops.quantized.linear_dynamic
+
+    def saturating(x, packed, reduce_range):
+        y = product(x, packed, reduce_range=reduce_range)
+        return y if reduce_range else y.clamp(max=32767 * x.shape[-1] / 2 / (255 * 127))
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", saturating)
+    assert not quantize.full_range_activations_exact.__wrapped__(int8_backend())
 
 
 @needs_int8
