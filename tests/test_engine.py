@@ -113,16 +113,17 @@ def test_window_hands_attention_only_the_keys_its_queries_can_see():
 
 
 def test_decoder_convolutions_take_a_few_frames_per_call(model):
-    """A long run, or several streams, reach the 24 kHz convolutions in small pieces
-    (their activations are the decoder's largest), with the audio of one pass."""
-    from wyoming_pocket_tts.engine.mimi import DECODER_ROWS_PER_CALL, DecoderBatch
+    """A long run, of one stream or several, reaches the 24 kHz convolutions in pieces of
+    a few frames a stream (their activations are the decoder's largest), with the audio
+    of one pass."""
+    from wyoming_pocket_tts.engine.mimi import DECODER_FRAMES_PER_PIECE, DecoderBatch
 
     mimi_config = model.config.mimi  # the convolutions' input: encoder_frame_rate steps a second
     steps_per_frame = int(mimi_config.encoder_frame_rate / mimi_config.frame_rate)
-    rows_seen: list[int] = []
+    pieces: list[tuple[int, int]] = []  # (streams, frames of each)
 
     def count_rows(_, inputs):
-        rows_seen.append(inputs[0].shape[0] * inputs[0].shape[-1] // steps_per_frame)
+        pieces.append((inputs[0].shape[0], inputs[0].shape[-1] // steps_per_frame))
 
     hook = model.mimi.decoder.register_forward_pre_hook(count_rows)
     mimi, generator = model.mimi, torch.Generator().manual_seed(5)
@@ -140,8 +141,8 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
                 frame_by_frame.append(torch.cat(frames, -1))
     finally:
         hook.remove()
-    assert max(rows_seen) <= DECODER_ROWS_PER_CALL
-    assert sum(rows_seen) == 9 + 27 + 27  # every frame of each stream went through once
+    assert max(frames for _, frames in pieces) == DECODER_FRAMES_PER_PIECE < 9
+    assert sum(streams * frames for streams, frames in pieces) == 9 + 27 + 27  # each once
     torch.testing.assert_close(one_run, frame_by_frame[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(batched, torch.cat(frame_by_frame), atol=1e-5, rtol=0)
 
