@@ -272,7 +272,9 @@ def test_start_up_objects_are_left_out_of_later_garbage_collections():
     assert any(tracked is alive for tracked in gc.get_objects())
     try:
         frozen = serve.freeze_start_up_objects()
-        assert frozen == gc.get_freeze_count() > 0
+        # Frozen objects are still freed by refcounting, on any thread (a thread that an
+        # earlier test started may drop some meanwhile), so the count can only shrink.
+        assert 0 < gc.get_freeze_count() <= frozen
         assert not any(tracked is alive for tracked in gc.get_objects())
     finally:
         gc.unfreeze()
