@@ -193,15 +193,19 @@ needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="no int8 engine i
     ("fbgemm", torch.qint8), ("fbgemm", torch.float16), ("qnnpack", torch.qint8),  # x86, ARM
 ])
 @pytest.mark.parametrize("shape", [(1, 48), (4, 48), (2, 3, 48)])
-def test_prepacked_linear_equals_torch_ao_dynamic_linear(monkeypatch, engine, dtype, shape):
-    """Our layer calls the same product on the same packed weights as torch.ao's (whose
-    activations have 7 bits: see the next test for 8)."""
+@pytest.mark.parametrize("signs", [torch.sign, torch.ones_like, lambda w: -torch.ones_like(w)])
+def test_prepacked_linear_equals_torch_ao_dynamic_linear(monkeypatch, engine, dtype, shape, signs):
+    """Our layer packs the same weights and calls the same product as torch.ao's (whose
+    activations have 7 bits: see the next test for 8), whatever the weights' signs."""
     if engine not in torch.backends.quantized.supported_engines:
         pytest.skip(f"no {engine} engine in this PyTorch build")
     monkeypatch.setattr(torch.backends.quantized, "engine", engine)
     monkeypatch.setattr(quantize, "full_range_activations_exact", lambda engine: False)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(48, 40), nn.ReLU(), nn.Linear(40, 24, bias=False))
+    with torch.no_grad():
+        for layer in model[::2]:
+            layer.weight.copy_(layer.weight.abs() * signs(layer.weight))
     expected_model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=dtype)
     replaced = quantize._swap_for_dynamic_linears(model, dtype)
     assert len(replaced) == 2

@@ -15,10 +15,15 @@ one core took 15.9 ms against 17.9 with the float32 head (Xeon, eight rounds
 alternating in one process, ahead in every one). fbgemm is x86 only: elsewhere the
 head stays in float32.
 
-torch.ao packs the weights; the layers that call the products are our own
-(`PrepackedLinear`): at one row per stream, torch.ao's module cost more around the
-product than a small product itself (its forward's checks, the operator's dispatch
-in Python), about 10 us a call, 40 calls a step.
+The layers are our own (`PrepackedLinear`), and so is their packing: they call the
+quantized engine's products and packing operators directly, with torch.ao's
+dynamic layers' arithmetic (int8 weights scaled per tensor, symmetric). At one row
+per stream, torch.ao's module cost more around the product than a small product
+itself (its forward's checks, the operator's dispatch in Python), about 10 us a
+call, 40 calls a step. Its conversion (`quantize_dynamic`, deprecated in torch
+2.13) also packed a dummy weight of each layer's full size before the real one,
+one layer after another on one core: an int8 model took 1.2-1.4 s to load against
+0.2 s for float32 (Intel Xeon, 2 cores), of which 0.4 s went to the dummies.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ import logging
 import platform
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
-from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
+
+from .threads import available_cores
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -68,24 +75,35 @@ def halve_linears(module: nn.Module) -> list[torch.Tensor]:
 
 
 def _swap_for_dynamic_linears(module: nn.Module, dtype: torch.dtype) -> list[torch.Tensor]:
-    """Linear layers with `dtype` weights packed by the quantized engine in use."""
-    replaced = [child.weight for child in module.modules() if type(child) is nn.Linear]
+    """Swap the nn.Linear layers inside `module` for `PrepackedLinear`s with `dtype`
+    weights; return the replaced float32 weights.
+
+    The engine packs a weight on one core, and a large one takes tens of
+    milliseconds (25-30 ms for 4096x1024 in int8), so the layers are packed on
+    every core at once: an int8 transformer layer's four in half the time.
+    """
+    places = [
+        (parent, name, child)
+        for parent in module.modules()
+        for name, child in parent.named_children()
+        if type(child) is nn.Linear
+    ]
+    with ThreadPoolExecutor(min(available_cores(), len(places)) or 1) as pool:
+        packed = list(pool.map(lambda place: PrepackedLinear(place[2], dtype), places))
+    for (parent, name, _), layer in zip(places, packed, strict=True):
+        setattr(parent, name, layer)
+    return [child.weight for _, _, child in places]
+
+
+def _int8_weight(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` in int8, one scale for the whole tensor and zero at zero, as torch.ao's
+    dynamic layers quantize it: the largest magnitude maps to 127.5 steps."""
+    low, high = torch.aminmax(weight)
+    largest = torch.maximum(-low, high)
+    scale = (largest / 127.5).clamp(min=torch.finfo(torch.float32).eps)
     with warnings.catch_warnings():
-        # The eager-mode quantization API is deprecated in favour of torchao, which has
-        # no faster CPU path for this case yet.
-        warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=dtype, inplace=True)
-    _call_products_directly(module)
-    return replaced
-
-
-def _call_products_directly(module: nn.Module) -> None:
-    """Replace torch.ao's dynamic linear layers inside `module` by `PrepackedLinear`s."""
-    for name, child in module.named_children():
-        if isinstance(child, DynamicQuantizedLinear):
-            setattr(module, name, PrepackedLinear(child))
-        else:
-            _call_products_directly(child)
+        warnings.simplefilter("ignore")  # torch warns that quantized tensors will go
+        return torch.quantize_per_tensor(weight, float(scale), 0, torch.qint8)
 
 
 def _operator(name: str) -> Callable[..., torch.Tensor]:
@@ -98,24 +116,30 @@ def _operator(name: str) -> Callable[..., torch.Tensor]:
 
 class PrepackedLinear(nn.Module):
     """A linear layer whose weights (and bias) the quantized engine has packed, int8 or
-    float16; float32 in and out. The products are torch.ao's dynamic ones, called
+    float16; float32 in and out. The products are the engine's dynamic ones, called
     directly (see the module docstring): a FlowLM int8 step on two cores 8.1 against
-    8.5 ms (medians of six rounds alternating in one process, AMD EPYC Zen 4), the
-    thin model's (nothing but fixed costs) 3.1 against 3.6 ms.
+    8.5 ms through torch.ao's module (medians of six rounds alternating in one
+    process, AMD EPYC Zen 4), the thin model's (nothing but fixed costs) 3.1 against
+    3.6 ms.
     """
 
-    def __init__(self, layer: DynamicQuantizedLinear):
+    def __init__(self, linear: nn.Linear, weight_dtype: torch.dtype):
         super().__init__()
-        self.in_features = layer.in_features
-        self.out_features = layer.out_features
-        self.weight_dtype = layer._packed_params.dtype
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.weight_dtype = weight_dtype
+        weight = linear.weight.detach().float()
+        bias = None if linear.bias is None else linear.bias.detach().float()
         # An opaque object of the engine's: a plain attribute, in no state dict.
-        self.packed = layer._packed_params._packed_params
-        if self.weight_dtype == torch.qint8:
+        if weight_dtype == torch.qint8:
+            self.packed = torch.ops.quantized.linear_prepack(_int8_weight(weight), bias)
             reduce_range = not full_range_activations_exact(torch.backends.quantized.engine)
             self._product = functools.partial(_operator("linear_dynamic"), reduce_range=reduce_range)
-        else:
+        elif weight_dtype == torch.float16:
+            self.packed = torch.ops.quantized.linear_prepack_fp16(weight, bias)
             self._product = _operator("linear_dynamic_fp16")
+        else:
+            raise ValueError(f"no packed linear layer with {weight_dtype} weights")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._product(x, self.packed)
