@@ -22,8 +22,8 @@ per stream, torch.ao's module cost more around the product than a small product
 itself (its forward's checks, the operator's dispatch in Python), about 10 us a
 call, 40 calls a step. Its conversion (`quantize_dynamic`, deprecated in torch
 2.13) also packed a dummy weight of each layer's full size before the real one,
-one layer after another on one core: an int8 model took 1.2-1.4 s to load against
-0.2 s for float32 (Intel Xeon, 2 cores), of which 0.4 s went to the dummies.
+one layer after another on one core: an int8 model took 1.21-1.23 s to load, now
+0.58-0.63 s, float32 0.42-0.49 s (Intel Xeon, 2 cores, three processes each).
 """
 
 from __future__ import annotations
