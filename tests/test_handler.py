@@ -1,16 +1,22 @@
-"""The connection handler in this process, beside a real worker, where the jobs it submits can be seen.
+"""The connection handler in this process, where the jobs it submits can be seen and paced.
 
 The server tests (test_server.py) watch a server process from outside. A client that
 goes away stops costing CPU there either way: nobody takes its frames, so the worker
-pauses its job. Whether the job was cancelled, and left the worker, shows only in here.
+pauses its job. Whether the job was cancelled, and left the worker, shows only in here,
+beside a real worker; how the request's log reports audio that comes later than
+playback needs it, beside a worker whose frames come when the test says.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from functools import partial
 
+import numpy as np
+import pytest
+from wyoming.audio import AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Info
 from wyoming.tts import Synthesize
@@ -85,3 +91,104 @@ def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
         asyncio.run(scenario())
     finally:
         worker.close()
+
+
+class PacedJob:
+    """Frames that come when a test says, from a thread of their own."""
+
+    def __init__(self, frames: list[np.ndarray], delays: list[float], on_ready):
+        self.done = False
+        self.error = None
+        self._ready: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._produce, args=(frames, delays, on_ready))
+        self._thread.start()
+
+    def _produce(self, frames, delays, on_ready) -> None:
+        for frame, delay in zip(frames, delays, strict=True):
+            time.sleep(delay)
+            with self._lock:
+                self._ready.append(frame)
+            on_ready()
+        self.done = True
+        on_ready()
+
+    def take(self) -> list[np.ndarray]:
+        with self._lock:
+            frames, self._ready = self._ready, []
+        return frames
+
+    def cancel(self) -> None:
+        pass
+
+
+class PacedWorker:
+    """Gives each request the same frames, each after its delay."""
+
+    def __init__(self, delays: list[float], samples_per_frame: int = 1920):
+        self.delays = delays
+        self.frame = np.zeros(samples_per_frame, dtype=np.float32)
+
+    def submit(self, voice, text, options, on_ready) -> PacedJob:
+        return PacedJob([self.frame] * len(self.delays), self.delays, on_ready)
+
+    def wake(self) -> None:
+        pass
+
+
+def _speak_once(worker, quantized: bool) -> None:
+    """One Synthesize through a handler beside `worker`, read to its AudioStop."""
+    voices = VoiceStore(
+        sources=lambda: {"test": VoiceSource("test", None, VoiceKind.STATE, "test voice")},
+        load=lambda _: object(), default_voice="test", max_loaded=1,
+    )
+    handler = partial(
+        PocketTTSEventHandler, info=Info, voices=voices, worker=worker,
+        settings=HandlerSettings(sample_rate=24000, options=None, quantized=quantized),
+    )
+
+    async def scenario() -> None:
+        async def serve(reader, writer):
+            await handler(reader, writer).run()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        client = AsyncTcpClient("127.0.0.1", server.sockets[0].getsockname()[1])
+        try:
+            await client.connect()
+            await client.write_event(Synthesize(text="Hello there.").event())
+            while not AudioStop.is_type((await client.read_event()).type):
+                pass
+            await client.disconnect()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+
+
+def _request_lines(caplog) -> tuple[str, list[str]]:
+    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO" and "chars=" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(info) == 1, info
+    return info[0], warnings
+
+
+def test_audio_that_keeps_ahead_of_playback_is_logged_as_never_late(caplog):
+    caplog.set_level("INFO", logger="wyoming_pocket_tts.handler")
+    _speak_once(PacedWorker([0.0, 0.05, 0.05, 0.05]), quantized=False)  # 80 ms of audio every 50 ms
+    line, warnings = _request_lines(caplog)
+    assert "late=0.00 s" in line
+    assert warnings == []
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_audio_that_falls_behind_playback_is_logged_with_a_warning(caplog, quantized):
+    """The second frame comes 0.4 s after the first, which a player had used up after
+    80 ms: it waited about 0.32 s, an audible stall."""
+    caplog.set_level("INFO", logger="wyoming_pocket_tts.handler")
+    _speak_once(PacedWorker([0.0, 0.4, 0.0]), quantized=quantized)
+    line, warnings = _request_lines(caplog)
+    late = float(line.split("late=")[1].split()[0])
+    assert 0.3 <= late < 1.0
+    assert len(warnings) == 1 and f"{late:.2f} s after playback needed it" in warnings[0]
+    assert ("--quantize" in warnings[0]) is not quantized

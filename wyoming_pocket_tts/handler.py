@@ -56,6 +56,8 @@ MAX_QUEUED_REQUESTS = 8
 SEND_BUFFER_BYTES = 64 * 1024
 SAMPLE_WIDTH = 2  # int16
 CHANNELS = 1
+#: A player that had to wait this long for the next chunk stalled audibly: said at WARNING.
+LATE_WARNING_SECONDS = 0.25
 
 
 # ---------------------------------------------------------------------------
@@ -170,6 +172,8 @@ class HandlerSettings:
     streaming: bool = True
     #: stdio: end of input means "no more requests", not "client gone", so finish them.
     finish_on_eof: bool = False
+    #: FlowLM runs in int8 (`--quantize`); otherwise late audio comes with that advice.
+    quantized: bool = False
 
 
 def pcm16(frame: np.ndarray) -> bytes:
@@ -219,20 +223,33 @@ class _Report:
     samples: int = 0
     busy: float = 0.0  # seconds spent speaking (not waiting for streamed text)
     first_audio: float | None = None
+    #: The longest wait for a chunk of a player that starts each audio stream with its
+    #: first chunk: 0 while synthesis keeps ahead of playback.
+    late: float = 0.0
 
-    def log(self, sample_rate: int) -> None:
+    def log(self, sample_rate: int, quantized: bool) -> None:
         audio_seconds = self.samples / sample_rate
         first = "-" if self.first_audio is None else f"{self.first_audio - self.received:.3f} s"
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
-            "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s",
+            "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s",
             self.kind,
             self.voice,
             self.chars,
             audio_seconds,
             first,
             rtf,
+            self.late,
         )
+        if self.late >= LATE_WARNING_SECONDS:
+            _LOGGER.warning(
+                "%s: the audio reached the client up to %.2f s after playback needed it: "
+                "synthesis did not keep up (more requests at once than this CPU speaks in "
+                "real time?)%s",
+                self.kind,
+                self.late,
+                "" if quantized else " (--quantize speaks about twice as fast)",
+            )
 
 
 class PocketTTSEventHandler(AsyncEventHandler):
@@ -385,7 +402,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         report = self._report("synthesize", utterance.voice)
         async with self._voices.use(utterance.voice) as voice:
             await self._speak(voice, utterance.text, report)
-        report.log(self._settings.sample_rate)
+        report.log(self._settings.sample_rate, self._settings.quantized)
 
     async def _speak_stream(self, stream: _TextStream) -> None:
         report = self._report("stream", stream.voice)
@@ -399,7 +416,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     report.received = report.loop.time()
                 await self._speak(voice, sentence, report)
         await self.write_event(SynthesizeStopped().event())
-        report.log(self._settings.sample_rate)
+        report.log(self._settings.sample_rate, self._settings.quantized)
 
     def _report(self, kind: str, voice: str | None) -> _Report:
         loop = asyncio.get_running_loop()
@@ -432,6 +449,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
 
         rate = self._settings.sample_rate
         samples = 0
+        playing_since: float | None = None  # when this audio stream's first chunk left
         job = self._worker.submit(voice, text, self._settings.options, wake)
         try:
             while True:
@@ -442,8 +460,12 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 if frames:
                     self._worker.wake()  # the job may have been paused with a full buffer
                 for frame in frames:
+                    now = loop.time()
                     if report.first_audio is None:
-                        report.first_audio = loop.time()
+                        report.first_audio = now
+                    if playing_since is None:
+                        playing_since = now
+                    report.late = max(report.late, now - playing_since - samples / rate)
                     chunk = AudioChunk(
                         rate, SAMPLE_WIDTH, CHANNELS, pcm16(frame), timestamp=samples * 1000 // rate
                     )

@@ -349,6 +349,7 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             ),
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),
+            quantized=model.quantized,
         )
         handler = partial(
             PocketTTSEventHandler,
