@@ -430,3 +430,32 @@ def test_mimi_elu_takes_torch_kernel_only_with_avx512(monkeypatch, capability, f
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.setattr(mimi, "_exp_form_preferred", mimi._exp_form_preferred.__wrapped__)
     assert ELU().from_exp is from_exp
+
+
+@needs_int8
+def test_an_engine_whose_int8_products_fail_is_not_used(monkeypatch, caplog):
+    """A build can list a quantized engine whose operators then fail: --quantize must
+    fall back to float32 with a log line, not stop the server."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_prepack", broken)
+    with caplog.at_level("INFO", logger=quantize.__name__):
+        assert quantize.int8_backend.__wrapped__() is None
+    assert "int8 quantization is not supported" in caplog.text
+    assert "no such kernel" in caplog.text
+
+
+def test_without_int8_products_a_quantized_load_is_float32(tiny_model, voice, monkeypatch):
+    monkeypatch.setattr(quantize, "int8_backend", lambda: None)
+    model = PocketTTS.load(tiny_model.config_path, quantize=True)
+    assert not model.quantized
+    assert not any(type(m) is PrepackedLinear for m in model.flow_lm.modules())
+    float32 = PocketTTS.load(tiny_model.config_path)
+    options = GenerationOptions(temperature=0.0, max_frames_per_chunk=4)
+    fallback, exact = (
+        np.concatenate(list(Synthesizer(m).stream(voice, "Hello there.", options)))
+        for m in (model, float32)
+    )
+    np.testing.assert_array_equal(fallback, exact)

@@ -45,15 +45,36 @@ _LOGGER = logging.getLogger(__name__)
 
 @functools.cache
 def int8_backend() -> str | None:
-    """The quantized engine to use here; None (said once in the log) if there is none."""
+    """The quantized engine to use here; None (said once in the log) if there is none.
+
+    An engine must pack and multiply a small layer to count: a build can list an
+    engine whose operators then fail, and PyTorch deprecates its quantized tensors.
+    """
     supported = torch.backends.quantized.supported_engines
     preferred = ("qnnpack",) if platform.machine().lower() in ("aarch64", "arm64") else (
         "fbgemm", "x86", "onednn", "qnnpack"
     )
-    backend = next((engine for engine in preferred if engine in supported), None)
+    backend = next(
+        (engine for engine in preferred if engine in supported and _int8_products_work(engine)),
+        None,
+    )
     if backend is None:
         _LOGGER.warning("int8 quantization is not supported by this PyTorch build: using float32")
     return backend
+
+
+def _int8_products_work(engine: str) -> bool:
+    previous = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = engine
+        with torch.inference_mode():
+            PrepackedLinear(nn.Linear(16, 8), torch.qint8)(torch.ones(1, 16))
+    except (RuntimeError, AttributeError, NotImplementedError) as error:
+        _LOGGER.info("the %s engine's int8 products fail here: %s", engine, error)
+        return False
+    finally:
+        torch.backends.quantized.engine = previous
+    return True
 
 
 def quantize_linears(module: nn.Module) -> list[torch.Tensor]:
