@@ -227,8 +227,8 @@ class _Report:
     #: first chunk: 0 while synthesis keeps ahead of playback.
     late: float = 0.0
 
-    def log(self, sample_rate: int, quantized: bool) -> None:
-        audio_seconds = self.samples / sample_rate
+    def log(self, settings: HandlerSettings) -> None:
+        audio_seconds = self.samples / settings.sample_rate
         first = "-" if self.first_audio is None else f"{self.first_audio - self.received:.3f} s"
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
@@ -244,11 +244,10 @@ class _Report:
         if self.late >= LATE_WARNING_SECONDS:
             _LOGGER.warning(
                 "%s: the audio reached the client up to %.2f s after playback needed it: "
-                "synthesis did not keep up (more requests at once than this CPU speaks in "
-                "real time?)%s",
+                "this CPU did not speak the requests at hand in real time%s",
                 self.kind,
                 self.late,
-                "" if quantized else " (--quantize speaks about twice as fast)",
+                "" if settings.quantized else "; --quantize speaks about twice as fast",
             )
 
 
@@ -402,7 +401,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         report = self._report("synthesize", utterance.voice)
         async with self._voices.use(utterance.voice) as voice:
             await self._speak(voice, utterance.text, report)
-        report.log(self._settings.sample_rate, self._settings.quantized)
+        report.log(self._settings)
 
     async def _speak_stream(self, stream: _TextStream) -> None:
         report = self._report("stream", stream.voice)
@@ -416,7 +415,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     report.received = report.loop.time()
                 await self._speak(voice, sentence, report)
         await self.write_event(SynthesizeStopped().event())
-        report.log(self._settings.sample_rate, self._settings.quantized)
+        report.log(self._settings)
 
     def _report(self, kind: str, voice: str | None) -> _Report:
         loop = asyncio.get_running_loop()
