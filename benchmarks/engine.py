@@ -16,7 +16,9 @@ of them; every figure is the median over the rounds. For each engine it prints:
   concurrent streams: aggregate audio seconds per wall second, and the slowest
   stream's own speed; and a short request that comes while four paragraphs are
   spoken: its time to first audio, and how far its audio fell behind at worst,
-  played from its first frame (0: it never ran dry),
+  played from its first frame (0: it never ran dry); and four short requests
+  coming 10 ms apart on an idle engine (four satellites answering at once): the
+  latest first audio of the four, and the worst lateness of any,
 
 and the ratios ours / reference. Usage: python benchmarks/engine.py [--model NAME] [--runs N]
 """
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("reference", "ours", "ours-int8")
 FIRST_AUDIO_SAMPLES = 5
 NEWCOMER_AFTER_SECONDS = 3.0  # the four streams are well under way by then
+ARRIVALS_APART_SECONDS = 0.01  # four short requests at once, as clients connect
 SHORT = "Done, the kitchen light is on."
 PARAGRAPH = (
     "Good morning! It is seven thirty, and the weather in the city is mild: fourteen degrees, "
@@ -108,6 +111,23 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
         total = sum(job.samples for job in jobs) / model.sample_rate
         return total / (time.perf_counter() - started), min(speeds)
 
+    def four_arrivals() -> tuple[float, float]:
+        """Four short requests 10 ms apart: the latest first audio, the worst lateness."""
+        while worker.active_jobs:  # the newcomer's paragraphs, cancelled, leave first
+            time.sleep(0.01)
+        heard: list[tuple[float, float]] = []
+        threads = []
+        for voice in loaded + loaded[:1]:
+            stream = worker.stream(voice, SHORT)
+            threads.append(threading.Thread(
+                target=lambda stream=stream: heard.append(_listen(stream, model.sample_rate))
+            ))
+            threads[-1].start()
+            time.sleep(ARRIVALS_APART_SECONDS)
+        for thread in threads:
+            thread.join()
+        return max(first for first, _ in heard), max(late for _, late in heard)
+
     def newcomer() -> tuple[float, float]:
         """A short request while four paragraphs are spoken: see `_listen`."""
         jobs, threads, _ = four_paragraphs(time.perf_counter())
@@ -126,6 +146,7 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
             results.update(_int8_error(config, model, loaded[0]))
         results["concurrent_x"], results["slowest_stream_x"] = concurrent()
         results["newcomer_first_audio_ms"], results["newcomer_late_ms"] = newcomer()
+        results["arrivals_first_audio_ms"], results["arrivals_late_ms"] = four_arrivals()
     finally:
         # Its threads end before the process does: a daemon thread caught inside a
         # torch operator when Python exits aborts the process ("terminate called").
@@ -292,6 +313,8 @@ def main() -> None:
         ("4 concurrent streams, slowest stream", "slowest_stream_x", "{:.2f}"),
         ("4 streams + new request: first audio (ms)", "newcomer_first_audio_ms", "{:.0f}"),
         ("4 streams + new request: late by (ms)", "newcomer_late_ms", "{:.0f}"),
+        ("4 short, 10 ms apart: last first audio (ms)", "arrivals_first_audio_ms", "{:.0f}"),
+        ("4 short, 10 ms apart: worst late by (ms)", "arrivals_late_ms", "{:.0f}"),
     ]
     print(f"\nmodel {args.model}, {args.runs} rounds (median); machine: {_machine()}")
     print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
