@@ -178,7 +178,7 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> dict[str, f
         previous, prefix = flow_lm.bos_emb[None], flow_lm.conditioner(chunk.tokens)
         zs, sampled = [], []
         for i in range(frames):
-            z = flow_lm.step(previous, [cache], prefix)
+            z = flow_lm.step(previous, [cache], None if prefix is None else [prefix])
             prefix = None
             sampled.append(flow_lm.sample(z, noise[i : i + 1]))
             if len(latents) <= i:  # the float model chooses the inputs for both

@@ -172,6 +172,24 @@ def test_streams_decoded_together_sound_as_if_alone(model):
         np.testing.assert_allclose(np.concatenate(pieces), expected, atol=1e-5, rtol=0)
 
 
+def test_texts_starting_together_share_a_pass_and_sound_as_if_alone(model, voice, other_voice_wav):
+    """Several chunks' first steps (their text prompts, of different lengths) in one pass
+    give each stream the latents it would get alone, and so do the steps after it."""
+    texts = ["Hello there.", "The kitchen light is on, and the door is locked.", "Yes."]
+    voices = [voice, model.voice_from_audio(other_voice_wav), voice]
+    synthesizer = Synthesizer(model)
+
+    def latents(utterances) -> list[list[torch.Tensor]]:
+        steps = [synthesizer.advance(utterances) for _ in range(4)]
+        return [[frames[i].latent for frames in steps] for i in range(len(utterances))]
+
+    alone = [latents([synthesizer.start(v, t, DETERMINISTIC)])[0] for v, t in zip(voices, texts)]
+    together = latents([synthesizer.start(v, t, DETERMINISTIC) for v, t in zip(voices, texts)])
+    assert len({len(synthesizer.chunks(text)[0].tokens[0]) for text in texts}) == 3
+    for expected, got in zip(alone, together, strict=True):
+        torch.testing.assert_close(torch.cat(got), torch.cat(expected), atol=1e-5, rtol=1e-5)
+
+
 def test_cancellation_stops_between_frames(model, voice):
     cancel = threading.Event()
     produced = []

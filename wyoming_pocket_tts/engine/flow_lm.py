@@ -8,6 +8,7 @@ output that maps Gaussian noise to the next continuous latent (12.5 frames/s).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -215,19 +216,25 @@ class FlowLM(nn.Module):
             self.transformer(piece, cache)
 
     def step(
-        self, latents: torch.Tensor, caches: Sequence[LinearKV], prefix: torch.Tensor | None = None
+        self, latents: torch.Tensor, caches: Sequence[LinearKV],
+        prefixes: Sequence[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """One position per stream: previous latents [B, latent_dim] -> head inputs [B, z].
 
-        Each batch row continues the stream in its own cache. `prefix` ([1, T, d_model],
-        e.g. the text; one stream only) is fed in the same pass, before the latent: one
-        read of the weights instead of two, which is what the first frame's latency is
-        made of.
+        Each batch row continues the stream in its own cache. `prefixes` (one per
+        stream, [1, T, d_model], e.g. the texts) are fed in the same pass, each before
+        its stream's latent: one read of the weights instead of two, which is what the
+        first frame's latency is made of, and one for all the streams starting at once.
         """
         x = self.input_linear(latents)[:, None]
-        if prefix is not None:
-            x = torch.cat([prefix, x], dim=1)
-        x = self.out_norm(self.transformer(x, caches)[:, -1])
+        if prefixes is None:
+            x = self.transformer(x, caches)[:, -1]
+        else:
+            pieces = [torch.cat([prefix, row[None]], dim=1) for prefix, row in zip(prefixes, x, strict=True)]
+            lengths = [piece.shape[1] for piece in pieces]
+            outputs = self.transformer(torch.cat(pieces, dim=1), caches, lengths)[0]
+            x = outputs[[end - 1 for end in itertools.accumulate(lengths)]]
+        x = self.out_norm(x)
         return x if self.z_proj is None else self.z_proj(x)
 
     def eos_logit(self, z: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ Module and parameter names follow Kyutai's checkpoints (`self_attn.in_proj`,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,14 +22,18 @@ KVStore = LinearKV | WindowKV
 
 @dataclass(frozen=True)
 class Stream:
-    """Where a batch row's positions go: its cache, first position and attention mask."""
+    """Where a stream's positions go: its cache, first position and attention mask."""
 
     cache: KVStore
     position: int
     mask: torch.Tensor | None
-    # The rotary embedding of this row's positions (unit complex numbers [T, D/2]),
+    # The rotary embedding of this stream's positions (unit complex numbers [T, D/2]),
     # shared by every layer.
     rotation: torch.Tensor
+    # The stream's part of the input [B, T, ...]: all of it, a batch row, or a run of
+    # positions of the one row (streams of different lengths side by side).
+    rows: slice
+    steps: slice
 
 
 def rotation(first_position: int, count: int, head_dim: int, max_period: float) -> torch.Tensor:
@@ -91,23 +96,22 @@ class SelfAttention(nn.Module):
         self.out_proj = nn.Linear(self.attn_dim, embed_dim, bias=False)
 
     def forward(self, x: torch.Tensor, layer: int, streams: Sequence[Stream]) -> torch.Tensor:
-        """x [B, T, embed]; one stream for the whole batch, or one per batch row."""
+        """x [B, T, embed]; each stream attends within its own part (`Stream.rows/steps`)."""
         batch, steps, _ = x.shape
         # [B, T, heads, D]: the query heads, then the key heads, then the value heads.
         heads = self.in_proj(x).view(batch, steps, -1, self.head_dim)
         rotated = self.num_heads + self.num_kv_heads  # queries and keys, turned together
-        rows = [slice(None)] if len(streams) == 1 else [slice(i, i + 1) for i in range(batch)]
-        outputs = []
-        for stream, row in zip(streams, rows, strict=True):
-            turned = rotate(heads[row, :, :rotated], stream.rotation[:, None]).transpose(1, 2)
+        out = heads.new_empty(batch, steps, self.num_heads, self.head_dim)
+        for stream in streams:
+            part = heads[stream.rows, stream.steps]
+            turned = rotate(part[:, :, :rotated], stream.rotation[:, None]).transpose(1, 2)
             queries, keys = turned.split((self.num_heads, self.num_kv_heads), dim=1)
-            keys, values = stream.cache.append(layer, keys, heads[row, :, rotated:].transpose(1, 2))
-            outputs.append(F.scaled_dot_product_attention(
+            keys, values = stream.cache.append(layer, keys, part[:, :, rotated:].transpose(1, 2))
+            out[stream.rows, stream.steps] = F.scaled_dot_product_attention(
                 queries, keys, values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
-            ))
-        out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
-        return self.out_proj(out.transpose(1, 2).reshape(batch, steps, self.attn_dim))
+            ).transpose(1, 2)
+        return self.out_proj(out.view(batch, steps, self.attn_dim))
 
 
 class LayerScale(nn.Module):
@@ -149,31 +153,48 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.context = context
 
-    def forward(self, x: torch.Tensor, caches: KVStore | Sequence[KVStore]) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, caches: KVStore | Sequence[KVStore],
+        lengths: Sequence[int] | None = None,
+    ) -> torch.Tensor:
         """Run the stack over x [B, T, d], continuing the streams in `caches`.
 
         One cache for the whole batch, or one per batch row: then each row continues
         its own stream (batched decoding of concurrent requests: the weights are read
-        once for all of them).
+        once for all of them). With `lengths`, x is one row holding each stream's
+        positions in turn, as many as its length: streams with different numbers of
+        new positions (several text prompts) share each weight read the same way.
         """
-        steps = x.shape[1]
         caches = [caches] if isinstance(caches, LinearKV | WindowKV) else list(caches)
-        streams = [self._continue(cache, steps) for cache in caches]
+        if lengths is None:
+            counts = [x.shape[1]] * len(caches)
+            parts = [(slice(None), slice(None))] if len(caches) == 1 else [
+                (slice(row, row + 1), slice(None)) for row in range(len(caches))
+            ]
+        else:
+            counts = list(lengths)
+            starts = itertools.accumulate(counts, initial=0)
+            parts = [(slice(None), slice(start, start + count)) for start, count in zip(starts, counts)]
+        streams = [
+            self._continue(cache, count, rows, steps)
+            for cache, count, (rows, steps) in zip(caches, counts, parts, strict=True)
+        ]
         for index, layer in enumerate(self.layers):
             x = layer(x, index, streams)
-        for stream in streams:
-            stream.cache.advance(steps)
+        for stream, count in zip(streams, counts, strict=True):
+            stream.cache.advance(count)
         return x
 
-    def _continue(self, cache: KVStore, steps: int) -> Stream:
-        cache.reserve(steps)
+    def _continue(self, cache: KVStore, count: int, rows: slice, steps: slice) -> Stream:
+        """The stream of `cache` taking `count` new positions, at `rows`/`steps` of the input."""
+        cache.reserve(count)
         position = cache.length
         mask = None
-        if steps > 1 or self.context is not None:
+        if count > 1 or self.context is not None:
             key_start = cache.first_position
             mask = attention_mask(
-                position, steps, key_start, position + steps - key_start, self.context
+                position, count, key_start, position + count - key_start, self.context
             )
         attention = self.layers[0].self_attn
-        turns = rotation(position, steps, attention.head_dim, attention.max_period)
-        return Stream(cache, position, mask, turns)
+        turns = rotation(position, count, attention.head_dim, attention.max_period)
+        return Stream(cache, position, mask, turns, rows, steps)

@@ -226,25 +226,26 @@ class Synthesizer:
     ) -> list[LatentFrame | None]:
         """One FlowLM step for each utterance, batched: the weights are read once for all.
 
-        A chunk's first step also feeds its text, so it runs on its own, with
-        `prompt_threads` intra-op threads if given: it is compute-bound (a dozen rows
-        or more through every weight) and it is what a listener waits for first.
-        Returns a frame per utterance, or None where a chunk ended (or the utterance
-        is finished).
+        A chunk's first step also feeds its text, so those steps run first, in a pass
+        of their own (all such chunks' texts together), with `prompt_threads` intra-op
+        threads if given: it is compute-bound (a dozen rows or more a text through
+        every weight) and it is what a listener waits for first. Returns a frame per
+        utterance, or None where a chunk ended (or the utterance is finished).
         """
         frames: dict[int, LatentFrame] = {}
         ready = [u for u in utterances if u._ready() is not None]
+        prompted = [u for u in ready if u._progress.text_embeddings is not None]
         batched = [u for u in ready if u._progress.text_embeddings is None]
-        groups = [[u] for u in ready if u._progress.text_embeddings is not None]
-        if batched:
-            groups.append(batched)
         flow_lm = self.model.flow_lm
-        for group in groups:
-            prefix = group[0]._progress.text_embeddings
-            group[0]._progress.text_embeddings = None
-            with intra_op_threads(prompt_threads if prefix is not None else None):
+        for group in (prompted, batched):
+            if not group:
+                continue
+            prefixes = [u._progress.text_embeddings for u in group] if group is prompted else None
+            for u in group:
+                u._progress.text_embeddings = None
+            with intra_op_threads(prompt_threads if prefixes else None):
                 z = flow_lm.step(
-                    torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefix
+                    torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefixes
                 )
             eos_logits = flow_lm.eos_logit(z).tolist()
             rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
