@@ -397,8 +397,8 @@ class SynthesisWorker:
         """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue.
 
         Jobs nobody has heard yet go first: their listeners wait for this step (their
-        text prompt's pass, which runs on its own anyway) and the decoding of its
-        frame, and not also for the step of every other job.
+        text prompts' pass, one for all of them, apart from the other jobs' step anyway)
+        and the decoding of its frames, and not also for the step of every other job.
         """
         unheard = [job for job in jobs if job._awaits_first_frame()]
         for group in (unheard, [job for job in jobs if job not in unheard]):
