@@ -167,7 +167,10 @@ def _speak_once(worker, quantized: bool) -> None:
 
 
 def _request_lines(caplog) -> tuple[str, list[str]]:
-    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO" and "chars=" in r.getMessage()]
+    info = [
+        r.getMessage() for r in caplog.records
+        if r.levelname == "INFO" and "chars=" in r.getMessage()
+    ]
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(info) == 1, info
     return info[0], warnings

@@ -230,7 +230,10 @@ class FlowLM(nn.Module):
         if prefixes is None:
             x = self.transformer(x, caches)[:, -1]
         else:
-            pieces = [torch.cat([prefix, row[None]], dim=1) for prefix, row in zip(prefixes, x, strict=True)]
+            pieces = [
+                torch.cat([prefix, row[None]], dim=1)
+                for prefix, row in zip(prefixes, x, strict=True)
+            ]
             lengths = [piece.shape[1] for piece in pieces]
             outputs = self.transformer(torch.cat(pieces, dim=1), caches, lengths)[0]
             x = outputs[[end - 1 for end in itertools.accumulate(lengths)]]

@@ -174,7 +174,10 @@ class Transformer(nn.Module):
         else:
             counts = list(lengths)
             starts = itertools.accumulate(counts, initial=0)
-            parts = [(slice(None), slice(start, start + count)) for start, count in zip(starts, counts)]
+            parts = [
+                (slice(None), slice(start, start + count))
+                for start, count in zip(starts, counts, strict=False)  # starts has one more
+            ]
         streams = [
             self._continue(cache, count, rows, steps)
             for cache, count, (rows, steps) in zip(caches, counts, parts, strict=True)

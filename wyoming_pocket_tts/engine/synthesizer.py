@@ -244,9 +244,8 @@ class Synthesizer:
             for u in group:
                 u._progress.text_embeddings = None
             with intra_op_threads(prompt_threads if prefixes else None):
-                z = flow_lm.step(
-                    torch.cat([u._input_latent() for u in group]), [u._cache for u in group], prefixes
-                )
+                previous = torch.cat([u._input_latent() for u in group])
+                z = flow_lm.step(previous, [u._cache for u in group], prefixes)
             eos_logits = flow_lm.eos_logit(z).tolist()
             rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
             if not rows:
