@@ -313,8 +313,8 @@ def main() -> None:
         ("4 concurrent streams, slowest stream", "slowest_stream_x", "{:.2f}"),
         ("4 streams + new request: first audio (ms)", "newcomer_first_audio_ms", "{:.0f}"),
         ("4 streams + new request: late by (ms)", "newcomer_late_ms", "{:.0f}"),
-        ("4 short, 10 ms apart: last first audio (ms)", "arrivals_first_audio_ms", "{:.0f}"),
-        ("4 short, 10 ms apart: worst late by (ms)", "arrivals_late_ms", "{:.0f}"),
+        ("4 short 10 ms apart: last first audio (ms)", "arrivals_first_audio_ms", "{:.0f}"),
+        ("4 short 10 ms apart: worst late by (ms)", "arrivals_late_ms", "{:.0f}"),
     ]
     print(f"\nmodel {args.model}, {args.runs} rounds (median); machine: {_machine()}")
     print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
