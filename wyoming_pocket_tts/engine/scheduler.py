@@ -5,10 +5,9 @@ one frame per step, all in one batched FlowLM pass (the weights, which dominate
 the cost, are read once for all), so a short answer is never stuck behind a long
 one. The decoder thread turns those latents into audio with Mimi: everything queued
 since its last call goes in one call, the frames of each job together and the jobs
-as rows of a batch. On two cores the halves overlap, and model code never runs on
-the caller's thread (for the server: never on the event loop). When Mimi is the
-slower stage, the generator thread, with no step to take while every job's backlog
-is full, decodes the frames of a job the decoder thread left out. While at most a
+as rows of a batch, and it waits for a run of frames of every job unless a listener
+needs audio now. On two cores the halves overlap, and model code never runs on
+the caller's thread (for the server: never on the event loop). While at most a
 few jobs are active, the stages can instead take turns on the generator thread,
 each on every core (`SynthesisWorker` says when that pays). What a new request's
 listener waits for, its text prompt's pass and then the decoding of its first
@@ -193,11 +192,18 @@ class SynthesisWorker:
     against 8.33x). Hence `default_turn_max_jobs`.
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
-    each step: the generator thread then waits with every backlog full. While it
-    waits, the decoder's calls leave one job out, for the generator thread to decode
-    (each job's frames still go through one thread at a time, in order). Four int8
-    streams, in one process against the decoder taking every job: 7.13x against
-    6.64x real time (median of four rounds, ahead in three, level in one).
+    each step, and a Mimi frame costs less the more frames go in a call (four int8
+    streams on one core, frames per call: 16 took 5.9 ms a frame, 12 6.2, 8 6.9, 4
+    8.9). So the decoder thread waits until every job has a run of
+    `DECODE_FRAMES_PER_JOB` frames queued, unless a listener is short of audio, a
+    job has ended, or the generator thread can step no job. Four paragraphs at once,
+    alternating in one process with the form before it (Intel Xeon, 2 cores, four
+    rounds): int8 12.94x against 11.33x real time together, float32 8.66x against
+    8.25x, ahead in every round. That form left one job out of the decoder's call
+    while the generator thread waited, for the generator to decode: it measured
+    ahead on an AMD EPYC (Zen 4: 7.13x against 6.64x, four int8 streams), but here
+    those one-job calls, the dearest per frame, made it the slowest of the three
+    (without them and without the wait: 12.65x).
     """
 
     def __init__(
@@ -309,6 +315,8 @@ class SynthesisWorker:
                     return runnable  # nothing runnable: decoding is due on this thread
                 # Nothing to do: wait for a submission, a cancellation or a reader.
                 self._generator_waiting = True
+                if self._decode_queue:  # a decoder holding out for runs: its call is due
+                    self._wake.notify_all()
                 self._wake.wait(timeout=0.05)
                 self._generator_waiting = False
             return None
@@ -349,19 +357,10 @@ class SynthesisWorker:
         )
 
     def _decoding_here_due(self) -> bool:
-        """With no job to step, whether the generator thread has frames to decode.
-
-        Taking turns, whenever frames are queued and the decoder thread is done with
-        its last call; side by side, while the decoder thread is busy (an idle one
-        takes queued frames itself) and frames of a job it is not on are queued.
-        Called with `_wake` held.
-        """
-        if self._taking_turns():
-            return bool(self._decode_queue) and not self._in_decoding
-        return self._helping_due()
-
-    def _helping_due(self) -> bool:
-        return bool(self._in_decoding) and self._decodable()
+        """Taking turns, with no job to step: whether the generator thread has frames to
+        decode (queued, and the decoder thread done with its last call). Side by side
+        the decoder thread decodes them. Called with `_wake` held."""
+        return self._taking_turns() and bool(self._decode_queue) and not self._in_decoding
 
     def _decodable(self) -> bool:
         """Whether some queued entry belongs to a job no thread is decoding (`_wake` held)."""
@@ -384,8 +383,6 @@ class SynthesisWorker:
                     self._step(jobs, turns)
                 if turns:
                     self._decode_in_turn(everything=not jobs)
-                elif not jobs:
-                    self._help_decode()
         with self._wake:
             for job in self._jobs:
                 job._utterance.close()
@@ -482,18 +479,6 @@ class SynthesisWorker:
             batch = self._next_decode_batch(TURN_RUN_FRAMES)
         self._decode_batch(batch)
 
-    def _help_decode(self) -> None:
-        """Side by side, no job to step and the decoder busy: decode one job it is not on.
-
-        One job's frames at most, so that a new request waits at most one such call (a
-        few frames on one core) before its text prompt's pass.
-        """
-        with self._wake:
-            if not self._helping_due():
-                return
-            batch = self._next_decode_batch(max_jobs=1)
-        self._decode_batch(batch)
-
     def _decoding_due(self) -> bool:
         full_run = min(TURN_RUN_FRAMES, self.max_buffered_frames)
         queued: dict[SynthesisJob, int] = {}
@@ -525,24 +510,37 @@ class SynthesisWorker:
                 self._wake.wait_for(self._decoder_has_work)
                 if not self._decode_queue:
                     return  # closing, and nothing left to finish
-                batch = self._next_decode_batch(max_jobs=self._decoder_share())
+                batch = self._next_decode_batch()
             self._decode_batch(batch)
-
-    def _decoder_share(self) -> int | None:
-        """How many jobs the decoder thread's next call takes: all of them, but one
-        while the generator thread waits for work (`_help_decode` takes that one).
-        Called with `_wake` held."""
-        if not self._generator_waiting:
-            return None
-        return max(1, len(self._decodable_jobs()) - 1)
 
     def _decoder_has_work(self) -> bool:
         if self._closing:
             return not self._decode_queue or self._decodable()
-        return self._decodable() and not (self._taking_turns() or self._holding_for_a_prompt())
+        return (
+            self._decodable()
+            and not (self._taking_turns() or self._holding_for_a_prompt())
+            and self._runs_ready()
+        )
+
+    def _runs_ready(self) -> bool:
+        """Whether the decoder thread's next call is worth making now (`_wake` held):
+        every job it would take has a run of frames queued (see `SynthesisWorker`),
+        or a listener is short of audio, a job has ended, or the generator thread
+        waits, every backlog full, for this call."""
+        if self._generator_waiting:
+            return True
+        run = min(DECODE_FRAMES_PER_JOB, self.max_buffered_frames)
+        queued: dict[SynthesisJob, int] = {}
+        for job, frame, _ in self._decode_queue:
+            if job in self._in_decoding:
+                continue
+            if frame is None or job.cancelled or self._short_of_audio(job):
+                return True
+            queued[job] = queued.get(job, 0) + 1
+        return all(count >= run for count in queued.values())
 
     def _next_decode_batch(
-        self, frames_per_job: int = DECODE_FRAMES_PER_JOB, max_jobs: int | None = None
+        self, frames_per_job: int = DECODE_FRAMES_PER_JOB
     ) -> list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]:
         """Take the queue's entries, up to `frames_per_job` frames of each job.
 
@@ -550,9 +548,9 @@ class SynthesisWorker:
         a long backlog would keep a new request's first frame waiting behind it. While
         some listener is short of audio, the call takes only such jobs: it is then a
         fraction of a call over every job, and the others have audio in hand. Jobs
-        another thread is decoding are left alone, and so are jobs beyond `max_jobs`;
-        the jobs taken wait for this call (`_in_decoding`) until `_decode_batch` has
-        done it, whichever thread takes their next. Called with `_wake` held.
+        another thread is decoding are left alone; the jobs taken wait for this call
+        (`_in_decoding`) until `_decode_batch` has done it, whichever thread takes
+        their next. Called with `_wake` held.
         """
         urgent = {job for job in self._decodable_jobs() if self._short_of_audio(job)}
         taken, left = [], deque()
@@ -563,7 +561,6 @@ class SynthesisWorker:
                 job in self._in_decoding
                 or (urgent and job not in urgent)
                 or (job in frames and frames[job] >= frames_per_job)
-                or (job not in frames and max_jobs is not None and len(frames) >= max_jobs)
             ):
                 left.append(entry)
                 continue
