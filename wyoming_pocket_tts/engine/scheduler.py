@@ -199,11 +199,11 @@ class SynthesisWorker:
     job has ended, or the generator thread can step no job. Four paragraphs at once,
     alternating in one process with the form before it (Intel Xeon, 2 cores, four
     rounds): int8 12.94x against 11.33x real time together, float32 8.66x against
-    8.25x, ahead in every round. That form left one job out of the decoder's call
-    while the generator thread waited, for the generator to decode: it measured
-    ahead on an AMD EPYC (Zen 4: 7.13x against 6.64x, four int8 streams), but here
-    those one-job calls, the dearest per frame, made it the slowest of the three
-    (without them and without the wait: 12.65x).
+    8.25x, ahead in every round. The form before left one job out of the decoder's
+    call while the generator thread waited, for the generator to decode; it had
+    measured ahead on an AMD EPYC (Zen 4: 7.13x against 6.64x, four int8 streams),
+    but here those one-job calls, the dearest per frame, made it the slowest: without
+    them, and without waiting for runs, 12.65x.
     """
 
     def __init__(
