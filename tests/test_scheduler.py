@@ -145,7 +145,9 @@ def test_a_job_is_decoded_by_one_thread_at_a_time_and_in_order(model):
     worker._decode_queue.append((busy, "busy 0", None))
     first = worker._next_decode_batch()
     assert first == [(busy, "busy 0", None)]
-    worker._decode_queue.extend([(other, "other 0", None), (busy, "busy 1", None), (third, "third 0", None)])
+    worker._decode_queue.extend(
+        [(other, "other 0", None), (busy, "busy 1", None), (third, "third 0", None)]
+    )
     second = worker._next_decode_batch()  # another thread, while `first` is being decoded
     assert second == [(other, "other 0", None), (third, "third 0", None)]
     assert list(worker._decode_queue) == [(busy, "busy 1", None)]

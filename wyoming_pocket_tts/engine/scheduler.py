@@ -480,15 +480,25 @@ class SynthesisWorker:
         self._decode_batch(batch)
 
     def _decoding_due(self) -> bool:
+        queued = self._queued_frames()
+        if queued is None:
+            return True
         full_run = min(TURN_RUN_FRAMES, self.max_buffered_frames)
-        queued: dict[SynthesisJob, int] = {}
-        for job, frame, _ in self._decode_queue:
-            if frame is None or job.cancelled:
-                return True
-            queued[job] = queued.get(job, 0) + 1
         return any(
             count >= full_run or self._short_of_audio(job) for job, count in queued.items()
         )
+
+    def _queued_frames(self) -> dict[SynthesisJob, int] | None:
+        """Frames queued of each job no thread is decoding; None when an end (or a
+        cancelled job's entry) is queued, which is due at once. `_wake` held."""
+        queued: dict[SynthesisJob, int] = {}
+        for job, frame, _ in self._decode_queue:
+            if job in self._in_decoding:
+                continue
+            if frame is None or job.cancelled:
+                return None
+            queued[job] = queued.get(job, 0) + 1
+        return queued
 
     def _short_of_audio(self, job: SynthesisJob) -> bool:
         """Whether the job's listener has heard nothing yet, or is about to run dry."""
@@ -529,14 +539,10 @@ class SynthesisWorker:
         waits, every backlog full, for this call."""
         if self._generator_waiting:
             return True
+        queued = self._queued_frames()
+        if queued is None or any(self._short_of_audio(job) for job in queued):
+            return True
         run = min(DECODE_FRAMES_PER_JOB, self.max_buffered_frames)
-        queued: dict[SynthesisJob, int] = {}
-        for job, frame, _ in self._decode_queue:
-            if job in self._in_decoding:
-                continue
-            if frame is None or job.cancelled or self._short_of_audio(job):
-                return True
-            queued[job] = queued.get(job, 0) + 1
         return all(count >= run for count in queued.values())
 
     def _next_decode_batch(
