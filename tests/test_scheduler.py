@@ -18,6 +18,7 @@ from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
     INT8_TURN_MAX_JOBS,
     MIN_LEAD_SECONDS,
+    TURN_CALL_FRAMES,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
     SynthesisJob,
@@ -410,7 +411,7 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
 
 # A listener never short of audio (even on a machine slower than real time), or always.
 @pytest.mark.parametrize(
-    ("min_lead", "runs"), [(-math.inf, TURN_RUN_FRAMES), (math.inf, 1)], ids=["ahead", "short"]
+    ("min_lead", "runs"), [(-math.inf, TURN_CALL_FRAMES), (math.inf, 1)], ids=["ahead", "short"]
 )
 def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio(
     model, voice, monkeypatch, min_lead, runs
@@ -418,7 +419,7 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
     """One job alone: both stages on the generator thread with every core. Its first
     frame is decoded at once; later ones wait for a full run while the listener has
     audio in hand, or go one by one while it has not."""
-    text = "The front door is locked, and the garage is closed."
+    text = "The front door is locked, and the garage is closed. " * 3
     expected = np.concatenate(list(Synthesizer(model).stream(voice, text, OPTIONS)))
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", min_lead)
     seen = record_threads_of_steps(model, monkeypatch)
@@ -451,7 +452,8 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
     assert {threads for _, threads in seen} == {3}
     assert {(name, threads) for name, threads, _ in decodes} == {("flowlm", 3)}
-    assert max(frames for _, _, frames in decodes) > TURN_RUN_FRAMES
+    # Each call takes a run of every job: longer than one job's, no longer than theirs.
+    assert TURN_RUN_FRAMES < max(frames for _, _, frames in decodes) <= 2 * TURN_RUN_FRAMES
 
 
 @pytest.mark.parametrize("capability", ["AVX512", "AVX2", "DEFAULT"])

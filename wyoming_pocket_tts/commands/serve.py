@@ -58,8 +58,6 @@ _LOGGER = logging.getLogger(__name__)
 HELP = "run the Wyoming text-to-speech server (what runs when no subcommand is given)"
 ENV_PREFIX = "WYOMING_POCKET_TTS_"
 DEFAULT_URI = "tcp://0.0.0.0:10200"
-#: Frames a job may have decoded but not yet sent (80 ms each): bounds a slow reader.
-MAX_BUFFERED_FRAMES = 8
 # A short confirmation, the most common kind of answer, so its shapes are the ones warmed.
 WARM_UP_TEXT = "The living room lights are off."
 WARM_UP_FRAMES = 3
@@ -315,7 +313,7 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
     sources = _voice_sources(served, args.voices_dir, explicit)
     # A voice is encoded on every core, on a thread that ends with it (see engine/threads.py).
     voice_loader = OwnThreadExecutor("voice-loader")
-    worker = SynthesisWorker(Synthesizer(model), max_buffered_frames=MAX_BUFFERED_FRAMES)
+    worker = SynthesisWorker(Synthesizer(model))
     worker.start()
     try:
         try:

@@ -43,12 +43,20 @@ _LOGGER = logging.getLogger(__name__)
 # Frames of one job per Mimi call: four cost 35% less per frame than one, and a new
 # request's first frame waits at most one such call (about 50 ms, standard model).
 DECODE_FRAMES_PER_JOB = 4
-# Taking turns, a job's frames wait to be decoded in runs of TURN_RUN_FRAMES while
-# its listener has at least MIN_LEAD_SECONDS of audio in hand. A run and a FlowLM
-# step take about 0.1 s on two cores, so the listener never runs dry. Runs of eight
-# against four: 2.42x against 2.33x real time (alternating in one process, eight
-# ahead in six rounds of six).
+# Taking turns, a job's frames wait to be decoded in runs while its listener has at
+# least MIN_LEAD_SECONDS of audio in hand, since a Mimi call costs less per frame the
+# more frames it takes: runs of TURN_RUN_FRAMES for each of several jobs (one call
+# takes every job's run), and of TURN_CALL_FRAMES for a job alone. A run and a FlowLM
+# step take about 0.1-0.2 s on two cores, so the listener never runs dry. Runs of
+# eight against four: 2.42x against 2.33x real time (alternating in one process,
+# eight ahead in six rounds of six). A job alone, runs of sixteen against eight
+# (Intel Xeon, alternating in one process, six rounds): int8 6.59x against 6.46x
+# real time, ahead in every round (24: 6.49x against 6.38x for 16, four rounds);
+# float32 3.62x against 3.54x (four of four). The price: a request that comes
+# meanwhile may wait for the longer call, first audio beside one int8 paragraph
+# after 32 against 28 ms (medians of eight rounds; 52 against 35 at worst).
 TURN_RUN_FRAMES = 8
+TURN_CALL_FRAMES = 16
 MIN_LEAD_SECONDS = 0.3
 # The stages take turns while this many jobs or fewer are active (float32). Against
 # side by side, alternating in one process (Intel Xeon, 2 cores, paragraphs at
@@ -207,11 +215,13 @@ class SynthesisWorker:
     """
 
     def __init__(
-        self, synthesizer: Synthesizer, max_buffered_frames: int = 8,
+        self, synthesizer: Synthesizer, max_buffered_frames: int = TURN_CALL_FRAMES,
         threads_per_stage: int | None = None, max_batch: int = 8,
         prompt_threads: int | None = None, take_turns: bool | None = None,
     ):
         self.synthesizer = synthesizer
+        # Frames a job may have made but not yet handed out (80 ms each): bounds a slow
+        # reader, and holds a lone job's run waiting for Mimi (`TURN_CALL_FRAMES`).
         self.max_buffered_frames = max_buffered_frames
         self.max_batch = max_batch
         # Side by side, each stage on half the cores: one each on two cores, and on a
@@ -476,17 +486,23 @@ class SynthesisWorker:
                 return
             if not (everything or self._decoding_due()):
                 return
-            batch = self._next_decode_batch(TURN_RUN_FRAMES)
+            batch = self._next_decode_batch(self._turn_run())
         self._decode_batch(batch)
 
     def _decoding_due(self) -> bool:
         queued = self._queued_frames()
         if queued is None:
             return True
-        full_run = min(TURN_RUN_FRAMES, self.max_buffered_frames)
+        full_run = self._turn_run()
         return any(
             count >= full_run or self._short_of_audio(job) for job, count in queued.items()
         )
+
+    def _turn_run(self) -> int:
+        """Frames of each job a call waits for while the stages take turns (`_wake` held):
+        a lone job's run fills a call of its own, several jobs' runs share one."""
+        run = max(TURN_RUN_FRAMES, TURN_CALL_FRAMES // max(1, len(self._jobs)))
+        return min(run, self.max_buffered_frames)
 
     def _queued_frames(self) -> dict[SynthesisJob, int] | None:
         """Frames queued of each job no thread is decoding; None when an end (or a
