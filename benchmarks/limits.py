@@ -42,9 +42,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.engine import PARAGRAPH, _machine, run_child
 from tests.support.reference_model import FRAME_SAMPLES, build_model
 from tests.support.voices_audio import write_voice_wav
+from wyoming_pocket_tts.engine.scheduler import TURN_RUN_FRAMES
 
 STEPS = 40  # FlowLM steps timed per round (median), after a few untimed
-MIMI_FRAMES_PER_CALL = 8  # as when the stages take turns (engine/scheduler.py)
+MIMI_FRAMES_PER_CALL = TURN_RUN_FRAMES  # as when the stages take turns (float32)
 MIMI_CALLS = 6  # per round (median)
 STREAMS = 4  # concurrent streams, as in benchmarks/engine.py
 # A stage's figure is its best round: a floor is compared with the least disturbed

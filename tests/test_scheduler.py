@@ -16,13 +16,14 @@ from tests.test_threads import on_new_thread
 from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
+    INT8_TURN_CALL_FRAMES,
     INT8_TURN_MAX_JOBS,
     MIN_LEAD_SECONDS,
-    TURN_CALL_FRAMES,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
     SynthesisJob,
     SynthesisWorker,
+    default_turn_call_frames,
     default_turn_max_jobs,
 )
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
@@ -409,16 +410,24 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     assert any(event[0] == "mimi" for event in events[2:])
 
 
-# A listener never short of audio (even on a machine slower than real time), or always.
+# A listener never short of audio (even on a machine slower than real time), or always;
+# a job alone's runs as in float32, or as long as with int8 FlowLM.
 @pytest.mark.parametrize(
-    ("min_lead", "runs"), [(-math.inf, TURN_CALL_FRAMES), (math.inf, 1)], ids=["ahead", "short"]
+    ("min_lead", "call_frames", "runs"),
+    [
+        (-math.inf, TURN_RUN_FRAMES, TURN_RUN_FRAMES),
+        (-math.inf, INT8_TURN_CALL_FRAMES, INT8_TURN_CALL_FRAMES),
+        (math.inf, TURN_RUN_FRAMES, 1),
+    ],
+    ids=["ahead", "ahead-int8-runs", "short"],
 )
 def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio(
-    model, voice, monkeypatch, min_lead, runs
+    model, voice, monkeypatch, min_lead, call_frames, runs
 ):
     """One job alone: both stages on the generator thread with every core. Its first
     frame is decoded at once; later ones wait for a full run while the listener has
     audio in hand, or go one by one while it has not."""
+    monkeypatch.setattr(scheduler, "default_turn_call_frames", lambda quantized: call_frames)
     text = "The front door is locked, and the garage is closed. " * 3
     expected = np.concatenate(list(Synthesizer(model).stream(voice, text, OPTIONS)))
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", min_lead)
@@ -437,8 +446,10 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
 
 def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     """Up to TURN_MAX_JOBS jobs, both stages stay on the generator thread with every
-    core, the jobs' runs go to Mimi in one call, and each job sounds as if alone."""
+    core, the jobs' runs go to Mimi in one call, and each job sounds as if alone; a
+    job alone's longer runs (int8) are not each job's."""
     assert TURN_MAX_JOBS >= 2
+    monkeypatch.setattr(scheduler, "default_turn_call_frames", lambda quantized: 2 * TURN_RUN_FRAMES)
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
     texts = TEXTS[:2]
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
@@ -461,6 +472,12 @@ def test_stages_take_turns_for_few_jobs_whatever_the_cpu(monkeypatch, capability
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     assert default_turn_max_jobs(quantized=False) == TURN_MAX_JOBS
     assert default_turn_max_jobs(quantized=True) == INT8_TURN_MAX_JOBS == 1
+
+
+def test_only_int8_has_a_job_alone_wait_for_longer_runs():
+    """Float32 keeps runs of TURN_RUN_FRAMES: longer calls hold more memory at their peak."""
+    assert default_turn_call_frames(quantized=False) == TURN_RUN_FRAMES
+    assert default_turn_call_frames(quantized=True) == INT8_TURN_CALL_FRAMES > TURN_RUN_FRAMES
 
 
 def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(

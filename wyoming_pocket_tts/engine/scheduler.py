@@ -43,20 +43,21 @@ _LOGGER = logging.getLogger(__name__)
 # Frames of one job per Mimi call: four cost 35% less per frame than one, and a new
 # request's first frame waits at most one such call (about 50 ms, standard model).
 DECODE_FRAMES_PER_JOB = 4
-# Taking turns, a job's frames wait to be decoded in runs while its listener has at
-# least MIN_LEAD_SECONDS of audio in hand, since a Mimi call costs less per frame the
-# more frames it takes: runs of TURN_RUN_FRAMES for each of several jobs (one call
-# takes every job's run), and of TURN_CALL_FRAMES for a job alone. A run and a FlowLM
-# step take about 0.1-0.2 s on two cores, so the listener never runs dry. Runs of
-# eight against four: 2.42x against 2.33x real time (alternating in one process,
-# eight ahead in six rounds of six). A job alone, runs of sixteen against eight
-# (Intel Xeon, alternating in one process, six rounds): int8 6.59x against 6.46x
-# real time, ahead in every round (24: 6.49x against 6.38x for 16, four rounds);
-# float32 3.62x against 3.54x (four of four). The price: a request that comes
-# meanwhile may wait for the longer call, first audio beside one int8 paragraph
-# after 32 against 28 ms (medians of eight rounds; 52 against 35 at worst).
+# Taking turns, a job's frames wait to be decoded in runs of TURN_RUN_FRAMES while its
+# listener has at least MIN_LEAD_SECONDS of audio in hand (one call takes every job's
+# run). A run and a FlowLM step take about 0.1 s on two cores, so the listener never
+# runs dry. Runs of eight against four: 2.42x against 2.33x real time (alternating in
+# one process, eight ahead in six rounds of six).
 TURN_RUN_FRAMES = 8
-TURN_CALL_FRAMES = 16
+# With int8 FlowLM a job alone waits for longer runs, since a Mimi call costs less per
+# frame the more frames it takes: sixteen against eight, alternating in one process
+# (Intel Xeon, six rounds), 6.59x against 6.46x real time, ahead in every round (24:
+# 6.49x against 6.38x for 16, four rounds). A request that comes meanwhile may wait
+# for the longer call: first audio beside one int8 paragraph after 32 against 28 ms
+# (medians of eight rounds; 52 against 35 at worst). Not in float32 (3.62x against
+# 3.54x there): a call of sixteen frames holds some 20 MB more at its peak, which
+# float32's memory, at 0.60x the reference's, cannot spare; int8's is at 0.43x.
+INT8_TURN_CALL_FRAMES = 16
 MIN_LEAD_SECONDS = 0.3
 # The stages take turns while this many jobs or fewer are active (float32). Against
 # side by side, alternating in one process (Intel Xeon, 2 cores, paragraphs at
@@ -74,6 +75,11 @@ INT8_TURN_MAX_JOBS = 1
 def default_turn_max_jobs(quantized: bool) -> int:
     """Up to how many active jobs the stages take turns by default (0: never)."""
     return INT8_TURN_MAX_JOBS if quantized else TURN_MAX_JOBS
+
+
+def default_turn_call_frames(quantized: bool) -> int:
+    """Frames a call waits for while the stages take turns: a job alone's run."""
+    return INT8_TURN_CALL_FRAMES if quantized else TURN_RUN_FRAMES
 
 
 class SynthesisJob:
@@ -215,14 +221,17 @@ class SynthesisWorker:
     """
 
     def __init__(
-        self, synthesizer: Synthesizer, max_buffered_frames: int = TURN_CALL_FRAMES,
+        self, synthesizer: Synthesizer, max_buffered_frames: int | None = None,
         threads_per_stage: int | None = None, max_batch: int = 8,
         prompt_threads: int | None = None, take_turns: bool | None = None,
     ):
         self.synthesizer = synthesizer
+        quantized = synthesizer.model.quantized
+        # Taking turns, a job alone waits for runs this long; several share a call.
+        self.turn_call_frames = default_turn_call_frames(quantized)
         # Frames a job may have made but not yet handed out (80 ms each): bounds a slow
-        # reader, and holds a lone job's run waiting for Mimi (`TURN_CALL_FRAMES`).
-        self.max_buffered_frames = max_buffered_frames
+        # reader, and holds a job alone's run waiting for Mimi.
+        self.max_buffered_frames = max_buffered_frames or self.turn_call_frames
         self.max_batch = max_batch
         # Side by side, each stage on half the cores: one each on two cores, and on a
         # Raspberry Pi's or an N100's four, no core left idle.
@@ -231,7 +240,7 @@ class SynthesisWorker:
         self.prompt_threads = prompt_threads or available_cores()
         # The stages take turns while at most this many jobs are active (0: never).
         self.turn_max_jobs = (
-            default_turn_max_jobs(synthesizer.model.quantized) if take_turns is None
+            default_turn_max_jobs(quantized) if take_turns is None
             else TURN_MAX_JOBS if take_turns else 0
         )
         self._jobs: deque[SynthesisJob] = deque()
@@ -500,8 +509,8 @@ class SynthesisWorker:
 
     def _turn_run(self) -> int:
         """Frames of each job a call waits for while the stages take turns (`_wake` held):
-        a lone job's run fills a call of its own, several jobs' runs share one."""
-        run = max(TURN_RUN_FRAMES, TURN_CALL_FRAMES // max(1, len(self._jobs)))
+        a job alone's run fills a call of its own, several jobs' runs share one."""
+        run = max(TURN_RUN_FRAMES, self.turn_call_frames // max(1, len(self._jobs)))
         return min(run, self.max_buffered_frames)
 
     def _queued_frames(self) -> dict[SynthesisJob, int] | None:
