@@ -446,8 +446,8 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
 
 def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     """Up to TURN_MAX_JOBS jobs, both stages stay on the generator thread with every
-    core, the jobs' runs go to Mimi in one call, and each job sounds as if alone; a
-    job alone's longer runs (int8) are not each job's."""
+    core, the jobs' runs go to Mimi in one call, and each job sounds as if alone. The
+    longer runs of a job alone (int8) are not given to each of several jobs."""
     assert TURN_MAX_JOBS >= 2
     monkeypatch.setattr(scheduler, "default_turn_call_frames", lambda quantized: 2 * TURN_RUN_FRAMES)
     monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
