@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -140,3 +141,46 @@ def test_thread_count_comes_back_after_a_failed_pass():
         assert torch.get_num_threads() == before + 1
         raise RuntimeError("failed")
     assert torch.get_num_threads() == before
+
+
+def mkl_threads() -> int:
+    """MKL's thread count for the calling thread, read from MKL itself."""
+    library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    library.mkl_get_max_threads_.restype = ctypes.c_int
+    return library.mkl_get_max_threads_()
+
+
+@pytest.mark.skipif(threads._mkl_thread_setter() is None, reason="no MKL in this torch build")
+def test_a_synthesis_thread_keeps_mkl_serial_through_count_changes():
+    """torch gives MKL its own count at every change: a synthesis thread must get one
+    back each time (attention's nested MKL calls), and other threads keep MKL's threads."""
+
+    def synthesis_thread() -> list[int]:
+        use_cores(2, serial_blas=True)
+        seen = [mkl_threads()]
+        with intra_op_threads(1):
+            seen.append(mkl_threads())
+        seen.append(mkl_threads())
+        return seen
+
+    def loading_thread() -> int:
+        use_cores(2)
+        return mkl_threads()
+
+    assert on_new_thread(synthesis_thread) == [1, 1, 1]
+    assert on_new_thread(loading_thread) == 2
+
+
+def test_the_workers_threads_ask_for_serial_mkl(monkeypatch, tiny_model):
+    from wyoming_pocket_tts.engine import scheduler
+    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+
+    asked: list[bool] = []
+    monkeypatch.setattr(
+        scheduler, "use_cores", lambda count, serial_blas=False: asked.append(serial_blas)
+    )
+    worker = scheduler.SynthesisWorker(Synthesizer(PocketTTS.load(tiny_model.config_path)))
+    worker.start()
+    worker.close()
+    assert asked == [True, True]

@@ -393,7 +393,7 @@ class SynthesisWorker:
         return self.turn_max_jobs > 0 and len(self._jobs) <= self.turn_max_jobs
 
     def _generate(self) -> None:
-        use_cores(self.threads_per_stage)
+        use_cores(self.threads_per_stage, serial_blas=True)
         while (jobs := self._runnable()) is not None:
             with self._wake:
                 turns = self._taking_turns()
@@ -539,7 +539,7 @@ class SynthesisWorker:
 
         Once the worker closes, this thread finishes whatever is still queued.
         """
-        use_cores(self.threads_per_stage)
+        use_cores(self.threads_per_stage, serial_blas=True)
         while True:
             with self._wake:
                 self._wake.wait_for(self._decoder_has_work)
