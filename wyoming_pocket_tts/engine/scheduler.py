@@ -343,11 +343,19 @@ class SynthesisWorker:
     def _to_decoder(
         self, job: SynthesisJob, frame: LatentFrame | None, error: Exception | None
     ) -> None:
+        """Queue an entry for decoding (on this, the generator thread).
+
+        Only the decoder thread can be waiting, so it is woken only when it has work:
+        woken for each frame to find none (the stages taking turns, or a run not yet
+        queued), it took a core from the step beside it, an int8 step 8.65 against
+        7.94 ms with a thread woken for nothing after each (Intel Xeon, two cores).
+        """
         with self._wake:
             if frame is not None:
                 job._hand_over_frame()
             self._decode_queue.append((job, frame, error))
-            self._wake.notify_all()
+            if self._decoder_has_work():
+                self._wake.notify_all()
 
     def _decoder_idle(self) -> bool:
         """The decoder thread is not decoding, and stays so until this (the generator)
