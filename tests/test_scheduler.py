@@ -501,3 +501,26 @@ def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
     threads = [name for name, _, _ in decodes]
     assert threads[0] == "flowlm" and "mimi" in threads
+
+
+def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_turns(
+    model, voice, monkeypatch
+):
+    """Taking turns, the generator thread decodes: the decoder thread, woken, finds
+    nothing to do, and each such wake took a core from the step beside it."""
+    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
+    checks_on_decoder_thread = []
+    has_work = SynthesisWorker._decoder_has_work
+
+    def counted(worker):
+        if threading.current_thread().name == "mimi":
+            checks_on_decoder_thread.append(1)
+        return has_work(worker)
+
+    monkeypatch.setattr(SynthesisWorker, "_decoder_has_work", counted)
+    text = "The front door is locked, and the garage is closed. " * 3
+    with SynthesisWorker(Synthesizer(model), take_turns=True) as worker:
+        frames = len(list(worker.stream(voice, text, OPTIONS)))
+    assert frames > 4 * TURN_RUN_FRAMES
+    # Woken by the start, each Mimi call (its listener's callback) and the end only.
+    assert len(checks_on_decoder_thread) < frames / 2
