@@ -1,5 +1,5 @@
-"""The engine makes the C allocator keep one heap for all threads, and PyTorch put large
-tensors in 2 MB pages (see engine/allocator.py)."""
+"""A float32 model makes the C allocator keep one heap for all threads, and the engine has
+PyTorch put large tensors in 2 MB pages (see engine/allocator.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 # Threads that allocate, then glibc's own report of its heaps: one <heap> per arena.
 COUNT_HEAPS = textwrap.dedent(
     """
-    import ctypes, tempfile, threading
+    import ctypes, os, tempfile, threading
     import torch
-    import wyoming_pocket_tts.engine
+    from wyoming_pocket_tts.engine import allocator
+    if os.environ.get("ONE_ARENA"):
+        allocator.use_one_arena()
 
     def allocate():
         for size in range(1, 200):
@@ -58,14 +60,31 @@ def _heaps(**environment: str) -> int:
 
 
 @glibc_only
-def test_threads_of_a_process_with_the_engine_share_one_heap():
-    assert _heaps() == 1
+def test_threads_share_one_heap_once_asked():
+    assert _heaps(ONE_ARENA="1") == 1
+
+
+@glibc_only
+def test_the_engine_alone_leaves_a_heap_to_each_thread():
+    """What int8 FlowLM needs: its products' threads allocate at the same moment."""
+    assert _heaps() > 1
 
 
 @glibc_only
 def test_an_arena_limit_set_by_the_user_is_kept():
-    # Also shows that the threads above would have had heaps of their own.
-    assert _heaps(MALLOC_ARENA_MAX="8") > 1
+    assert _heaps(ONE_ARENA="1", MALLOC_ARENA_MAX="8") > 1
+
+
+def test_only_a_float32_model_asks_for_one_heap(tiny_model, monkeypatch):
+    from wyoming_pocket_tts.engine import model as model_module
+    from wyoming_pocket_tts.engine.model import PocketTTS
+
+    asked = []
+    monkeypatch.setattr(model_module, "use_one_arena", lambda: asked.append(True))
+    PocketTTS.load(tiny_model.config_path, quantize=True)
+    assert asked == []
+    PocketTTS.load(tiny_model.config_path)
+    assert asked == [True]
 
 
 # A process as the server starts (its command module imported first), then a 64 MB

@@ -6,7 +6,7 @@ Nothing in this package knows about Wyoming; the server talks to it through
 
 import os
 
-from .allocator import use_huge_pages, use_one_arena
+from .allocator import use_huge_pages
 
 # oneDNN, PyTorch's x86 kernel library, keeps a compiled kernel (about 0.6 MB) for
 # every input shape it meets, up to 1024 in each of its two caches. A server meets a
@@ -19,6 +19,5 @@ PRIMITIVE_CACHE_CAPACITY = "128"
 for _variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
     os.environ.setdefault(_variable, PRIMITIVE_CACHE_CAPACITY)
 
-# Before any thread of ours allocates, and before the first tensor: see allocator.py.
-use_one_arena()
+# Before the first tensor: see allocator.py.
 use_huge_pages()

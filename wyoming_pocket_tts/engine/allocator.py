@@ -1,4 +1,4 @@
-"""The memory of a process that serves a model: one heap for all threads, 2 MB pages.
+"""The memory of a process that serves a model: one heap for all threads (float32), 2 MB pages.
 
 glibc gives each thread, at its first allocation, a heap (an "arena") of its own
 while there are fewer than eight per core, and memory freed in an arena is kept
@@ -11,6 +11,14 @@ alternating: peak memory 744 against 763 MB (medians of sixteen and four runs),
 speed and four concurrent streams within the spread (FlowLM's and Mimi's threads
 allocate a few thousand times a second between them, too few for the shared lock
 to matter).
+
+Not with int8 FlowLM: fbgemm's products allocate a buffer on each thread of their
+parallel region, at the same moment, and the threads then queued for the one
+heap's lock, about twenty sleeps a step. An int8 step took 7.7-8.3 ms in one heap
+against 6.3-6.8 with a heap per thread (Intel Xeon, two cores; float32 steps, whose
+oneDNN products do not allocate so, level). int8's memory, at 0.43x the
+reference's, has room for the heaps. So the model's load, the first thing a
+serving process does with threads, chooses (`PocketTTS.load`).
 
 FlowLM reads all its weights, hundreds of MB, for every frame. In 4 kB pages that
 is one page-table walk for every 4 kB read, more pages than any CPU's TLB holds;
@@ -43,7 +51,8 @@ HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"
 
 
 def use_one_arena() -> None:
-    """Limit glibc to one arena for the threads that allocate from now on.
+    """Limit glibc to one arena for the threads that allocate from now on (glibc fixes
+    its limit once more than eight arenas exist, or at the first thread after this).
 
     Not where `MALLOC_ARENA_MAX` is set (glibc reads it itself; the user's choice
     stands), nor with a C library that has no arenas (musl) or no `mallopt`.
