@@ -65,11 +65,13 @@ def _peak_rss_mb() -> float:
 
 
 def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
+    from wyoming_pocket_tts.engine.allocator import choose_arenas
     from wyoming_pocket_tts.engine.model import PocketTTS
     from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.synthesizer import Synthesizer
     from wyoming_pocket_tts.engine.threads import run_on_own_thread
 
+    choose_arenas(quantize)  # as the server does, before its first thread
     started = time.perf_counter()
     # Loaded as the server loads: on a thread that ends with it (see engine/threads.py).
     model = run_on_own_thread(PocketTTS.load, config, quantize=quantize)

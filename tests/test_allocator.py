@@ -26,8 +26,8 @@ COUNT_HEAPS = textwrap.dedent(
     import ctypes, os, tempfile, threading
     import torch
     from wyoming_pocket_tts.engine import allocator
-    if os.environ.get("ONE_ARENA"):
-        allocator.use_one_arena()
+    if os.environ.get("FLOAT32"):
+        allocator.choose_arenas(quantized=os.environ["FLOAT32"] == "0")
 
     def allocate():
         for size in range(1, 200):
@@ -60,31 +60,40 @@ def _heaps(**environment: str) -> int:
 
 
 @glibc_only
-def test_threads_share_one_heap_once_asked():
-    assert _heaps(ONE_ARENA="1") == 1
+def test_threads_of_a_float32_process_share_one_heap():
+    assert _heaps(FLOAT32="1") == 1
 
 
 @glibc_only
-def test_the_engine_alone_leaves_a_heap_to_each_thread():
-    """What int8 FlowLM needs: its products' threads allocate at the same moment."""
-    assert _heaps() > 1
+def test_threads_of_an_int8_process_have_heaps_of_their_own():
+    """int8 FlowLM's products allocate on their threads at the same moment."""
+    assert _heaps(FLOAT32="0") > 1
+    assert _heaps() > 1  # importing the engine chooses nothing
 
 
 @glibc_only
 def test_an_arena_limit_set_by_the_user_is_kept():
-    assert _heaps(ONE_ARENA="1", MALLOC_ARENA_MAX="8") > 1
+    assert _heaps(FLOAT32="1", MALLOC_ARENA_MAX="8") > 1
 
 
-def test_only_a_float32_model_asks_for_one_heap(tiny_model, monkeypatch):
-    from wyoming_pocket_tts.engine import model as model_module
-    from wyoming_pocket_tts.engine.model import PocketTTS
+@pytest.mark.parametrize("quantize", [False, True])
+def test_the_server_chooses_its_arenas_before_it_loads(monkeypatch, quantize):
+    from wyoming_pocket_tts.catalog import CatalogError
+    from wyoming_pocket_tts.commands import serve
 
-    asked = []
-    monkeypatch.setattr(model_module, "use_one_arena", lambda: asked.append(True))
-    PocketTTS.load(tiny_model.config_path, quantize=True)
-    assert asked == []
-    PocketTTS.load(tiny_model.config_path)
-    assert asked == [True]
+    events = []
+    monkeypatch.setattr(serve, "choose_arenas", lambda quantized: events.append(quantized))
+
+    def resolve(args):
+        events.append("resolve")
+        raise CatalogError("stop here")
+
+    monkeypatch.setattr(serve, "resolve_model", resolve)
+    parser = serve.argparse.ArgumentParser()
+    serve.configure(parser)
+    args = parser.parse_args(["--quantize"] if quantize else [])
+    assert serve.main(args) == 1
+    assert events == [quantize, "resolve"]
 
 
 # A process as the server starts (its command module imported first), then a 64 MB

@@ -34,6 +34,7 @@ from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument
 from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
+from wyoming_pocket_tts.engine.allocator import choose_arenas
 from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model import PocketTTS
@@ -294,6 +295,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_loaded_voices < 1:
         _LOGGER.error("--max-loaded-voices must be at least 1")
         return 2
+    choose_arenas(args.quantize)  # before downloads or loading start threads
     try:
         served = resolve_model(args)
         model = run_on_own_thread(

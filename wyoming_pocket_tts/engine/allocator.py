@@ -17,8 +17,11 @@ parallel region, at the same moment, and the threads then queued for the one
 heap's lock, about twenty sleeps a step. An int8 step took 7.7-8.3 ms in one heap
 against 6.3-6.8 with a heap per thread (Intel Xeon, two cores; float32 steps, whose
 oneDNN products do not allocate so, level). int8's memory, at 0.43x the
-reference's, has room for the heaps. So the model's load, the first thing a
-serving process does with threads, chooses (`PocketTTS.load`).
+reference's, has room for the heaps. So a process chooses by its model before its
+first thread allocates (`choose_arenas`): glibc fixes the limit once a thread other
+than the main one has allocated under it, and a loader thread that allocated before
+it kept a heap of its own (float32's peak 766 MB against 729-734 when the choice came
+at the model's load).
 
 FlowLM reads all its weights, hundreds of MB, for every frame. In 4 kB pages that
 is one page-table walk for every 4 kB read, more pages than any CPU's TLB holds;
@@ -48,6 +51,14 @@ _LOGGER = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"
+
+
+def choose_arenas(quantized: bool) -> None:
+    """One arena for a process serving a float32 model, one per thread for int8
+    FlowLM (see the module docstring). Call before any thread but the main one has
+    allocated: first thing in a command's `main`."""
+    if not quantized:
+        use_one_arena()
 
 
 def use_one_arena() -> None:

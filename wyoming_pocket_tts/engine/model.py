@@ -11,7 +11,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from .allocator import use_one_arena
 from .audio import prepare_prompt, read_audio
 from .checkpoint import load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
@@ -123,8 +122,6 @@ class PocketTTS:
         `quantize` stores FlowLM's transformer weights in int8 and its flow head's in
         float16 (faster, slightly different audio; see `quantize.py`).
         """
-        if not quantize:
-            use_one_arena()  # before the threads that serve it allocate (allocator.py)
         if not isinstance(config, ModelConfig):
             config = load_model_config(config)
         started = time.monotonic()
