@@ -108,6 +108,7 @@ def _swap_for_dynamic_linears(module: nn.Module, dtype: torch.dtype) -> list[tor
         for name, child in parent.named_children()
         if type(child) is nn.Linear
     ]
+    _products()  # compiled here, not by the packing threads at once
     with ThreadPoolExecutor(min(available_cores(), len(places)) or 1) as pool:
         packed = list(pool.map(lambda place: PrepackedLinear(place[2], dtype), places))
     for (parent, name, _), layer in zip(places, packed, strict=True):
