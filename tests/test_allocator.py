@@ -1,5 +1,5 @@
 """A float32 model makes the C allocator keep one heap for all threads, and the engine has
-PyTorch put large tensors in 2 MB pages (see engine/allocator.py)."""
+PyTorch put large tensors in 2 MB pages and MKL free its buffers (see engine/allocator.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_pocket_tts.engine.allocator import HUGE_PAGES_VARIABLE
+from wyoming_pocket_tts.engine.allocator import HUGE_PAGES_VARIABLE, MKL_BUFFERS_VARIABLE
 
 glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
@@ -144,3 +144,54 @@ def test_large_tensors_of_a_server_process_are_in_huge_pages():
 )
 def test_huge_pages_turned_off_by_the_user_stay_off():
     assert _huge_kb(**{HUGE_PAGES_VARIABLE: "0"}) == 0
+
+
+# Attention (MKL's products inside) on a process whose first import is `FIRST`, then
+# the bytes MKL's memory manager holds, read from MKL itself; "no MKL" where this
+# PyTorch has none (aarch64 builds).
+MKL_HELD_BYTES = textwrap.dedent(
+    """
+    import ctypes, importlib, os
+    importlib.import_module(os.environ["FIRST"])
+    import torch
+    from torch.nn import functional as F
+
+    library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    try:
+        held = library.mkl_serv_mem_stat
+    except AttributeError:
+        print("no MKL")
+        raise SystemExit
+    held.restype = ctypes.c_longlong
+    queries = torch.randn(1, 16, 200, 64)
+    F.scaled_dot_product_attention(queries, queries, queries)
+    print(held(ctypes.byref(ctypes.c_int())))
+    """
+)
+
+
+def _mkl_held(first_import: str, **environment: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != MKL_BUFFERS_VARIABLE} | environment
+    done = subprocess.run(
+        [sys.executable, "-c", MKL_HELD_BYTES],
+        capture_output=True, text=True, env=env | {"FIRST": first_import}, check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_mkl_keeps_no_buffers_in_a_process_that_imports_the_engine_first():
+    held = _mkl_held("wyoming_pocket_tts.commands.serve")
+    if held == "no MKL":
+        pytest.skip("this PyTorch has no MKL")
+    assert int(held) == 0
+    # The probe sees buffers where MKL keeps them: torch loaded before the engine.
+    assert int(_mkl_held("torch")) > 0
+
+
+def test_an_mkl_buffer_setting_of_the_user_is_kept():
+    script = f"import os, wyoming_pocket_tts.engine; print(os.environ['{MKL_BUFFERS_VARIABLE}'])"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+        env=os.environ | {MKL_BUFFERS_VARIABLE: "0"},
+    )
+    assert done.stdout.strip() == "0"

@@ -6,7 +6,10 @@ Nothing in this package knows about Wyoming; the server talks to it through
 
 import os
 
-from .allocator import use_huge_pages
+from .allocator import use_huge_pages, use_transient_blas_buffers
+
+# Before anything imports torch: see allocator.py.
+use_transient_blas_buffers()
 
 # oneDNN, PyTorch's x86 kernel library, keeps a compiled kernel (about 0.6 MB) for
 # every input shape it meets, up to 1024 in each of its two caches. A server meets a
