@@ -524,3 +524,14 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
     assert frames > 4 * TURN_RUN_FRAMES
     # Woken by the start, each Mimi call (its listener's callback) and the end only.
     assert len(checks_on_decoder_thread) < frames / 2
+
+
+def test_a_worker_that_is_not_running_refuses_a_text_instead_of_never_answering(model, voice):
+    worker = SynthesisWorker(Synthesizer(model))
+    with pytest.raises(RuntimeError, match="not running"):
+        worker.submit(voice, "Hello.")
+    worker.start()
+    assert sum(frame.shape[0] for frame in worker.stream(voice, "Hello.")) > 0
+    worker.close()
+    with pytest.raises(RuntimeError, match="not running"):
+        next(worker.stream(voice, "Hello."))

@@ -282,9 +282,14 @@ class SynthesisWorker:
         self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions(),
         on_ready: Callable[[], None] | None = None,
     ) -> SynthesisJob:
-        """Queue a text; raises EngineError at once for a text or voice that cannot work."""
+        """Queue a text; raises EngineError at once for a text or voice that cannot work,
+        and RuntimeError on a worker that is not running (its audio would never come)."""
         job = SynthesisJob(self.synthesizer.start(voice, text, options), on_ready)
         with self._wake:
+            if self._closing or not all(thread.is_alive() for thread in self._threads):
+                raise RuntimeError(
+                    "the synthesis worker is not running: start() it first, and not after close()"
+                )
             self._jobs.append(job)
             self._wake.notify_all()
         return job
