@@ -170,8 +170,8 @@ MKL_HELD_BYTES = textwrap.dedent(
 )
 
 
-def _mkl_held(first_import: str, **environment: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != MKL_BUFFERS_VARIABLE} | environment
+def _mkl_held(first_import: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != MKL_BUFFERS_VARIABLE}
     done = subprocess.run(
         [sys.executable, "-c", MKL_HELD_BYTES],
         capture_output=True, text=True, env=env | {"FIRST": first_import}, check=True,

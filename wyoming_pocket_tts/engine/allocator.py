@@ -114,4 +114,3 @@ def use_huge_pages() -> None:
     transparent huge pages, or they are set to `never`, the request changes nothing.
     """
     os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
-
