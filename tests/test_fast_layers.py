@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tests.support.reference_model import build_model
 from wyoming_pocket_tts.engine import mimi, quantize
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
@@ -310,6 +311,58 @@ def test_quantized_model_has_a_float16_flow_head(tiny_model):
     assert 0 < error < 2e-3
 
 
+def test_float16_holds_bfloat16_weights_and_nothing_rounder():
+    """bfloat16's values (Kyutai's checkpoints) fit float16 exactly; a float32 weight's
+    do not, nor values beyond float16's range; below its range, within half a step."""
+    weights = torch.randn(64, 64) * 0.05
+    assert quantize.float16_holds(weights.bfloat16().float())
+    assert not quantize.float16_holds(weights)
+    assert quantize.float16_holds(torch.tensor([1e-9, 2.0**-20, -(2.0**-17), 65504.0]))
+    for outside in (1e5, float("inf"), float("nan")):
+        assert not quantize.float16_holds(torch.tensor([0.5, outside]))
+
+
+@needs_half_weights
+@pytest.mark.parametrize("rows", [1, 4, 48])
+def test_float16_layers_compute_bfloat16_weights_as_float32_does(rows):
+    """With weights float16 holds, a float16-weight layer computes in float32: its
+    outputs differ from float64's by float32's rounding, as a float32 layer's do, and
+    by far less than float16 rounding a float32 weight would move them."""
+    linear = nn.Linear(1024, 512)
+    x = torch.randn(rows, 1024)
+
+    def error_of(weight: torch.Tensor) -> float:
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+        exact = F.linear(x.double(), linear.weight.double(), linear.bias.double())
+        with torch.inference_mode():
+            return _relative_error(PrepackedLinear(linear, torch.float16)(x).double(), exact)
+
+    weight = torch.randn(512, 1024) * 0.03
+    assert error_of(weight.bfloat16().float()) < 1e-5
+    assert error_of(weight) > 1e-4  # rounded by float16: the test can tell
+
+
+@needs_half_weights
+def test_bfloat16_checkpoint_puts_float16_weights_in_flow_lm_only(models_dir, tokenizer_dir):
+    """Every FlowLM linear layer of a bfloat16 checkpoint is held in float16; Mimi stays
+    float32. A float32 checkpoint's FlowLM stays float32 (see test_parity.py for audio)."""
+    built = build_model(
+        models_dir / "tiny-bfloat16", tiny=True, tokenizer_dir=tokenizer_dir,
+        weights_dtype=torch.bfloat16,
+    )
+    flow_lm = PocketTTS.load(built.config_path).flow_lm
+    hot = [*flow_lm.transformer.layers.modules(), *flow_lm.flow_net.modules()]
+    halves = [m for m in hot if type(m) is PrepackedLinear]
+    assert halves and {layer.weight_dtype for layer in halves} == {torch.float16}
+    assert not any(type(m) in (nn.Linear, PackedLinear) for m in hot)
+
+
+def test_float32_checkpoint_keeps_float32_flow_lm(tiny_model):
+    flow_lm = PocketTTS.load(tiny_model.config_path).flow_lm
+    assert not any(type(m) is PrepackedLinear for m in flow_lm.modules())
+
+
 def test_flow_head_stays_float32_without_float16_weights(tiny_model, monkeypatch):
     """Where the engine has no float16-weight layers (qnnpack, on ARM), an int8 model
     keeps its flow head in float32, with the same latents as the float32 model's."""
@@ -327,7 +380,7 @@ def test_float16_weights_are_reported_unsupported_by_qnnpack(monkeypatch, caplog
     monkeypatch.setattr(torch.backends.quantized, "engine", "qnnpack")
     with caplog.at_level("INFO", logger=quantize.__name__):
         assert not quantize.half_weights_supported.__wrapped__()
-    assert "flow head stays float32" in caplog.text
+    assert "weights stay float32" in caplog.text
 
 
 def test_text_prompts_of_any_length_meet_few_matrix_shapes():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from tests.support.parity import assert_same_audio, assert_same_voice_state, ours
 from tests.support.reference_model import (
@@ -22,6 +23,7 @@ from tests.support.reference_model import (
     reference_voice_state,
 )
 from wyoming_pocket_tts.engine.model import PocketTTS
+from wyoming_pocket_tts.engine.quantize import PrepackedLinear, half_weights_supported
 from wyoming_pocket_tts.engine.synthesizer import Synthesizer
 
 pytestmark = pytest.mark.slow
@@ -77,6 +79,20 @@ def test_voice_files_cross_load(engine, english_model, voice_wav, other_voice_wa
         ours(engine, mine, text, max_frames_per_chunk=FRAME_CAP),
         atol=1e-3,
     )
+
+
+def test_bfloat16_checkpoint_equals_reference(models_dir, tokenizer_dir, voice_wav):
+    """Kyutai's checkpoints store bfloat16: FlowLM's weights are then held in float16,
+    which holds them exactly, and the audio is the reference's float32 audio."""
+    built = build_model(
+        models_dir / "english-bfloat16", tokenizer_dir=tokenizer_dir, weights_dtype=torch.bfloat16
+    )
+    model = PocketTTS.load(built.config_path)
+    if half_weights_supported():
+        assert any(type(m) is PrepackedLinear for m in model.flow_lm.transformer.modules())
+    for text in TEXTS[:2]:
+        expected = reference_synthesize(built, voice_wav, text, max_frames=FRAME_CAP)
+        assert_same_audio(ours(model, voice_wav, text, max_frames_per_chunk=FRAME_CAP), expected)
 
 
 @pytest.fixture(scope="module")

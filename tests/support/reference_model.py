@@ -342,6 +342,7 @@ def build_model(
     eos_at_frame: int | None = None,
     early_crossing_frame: int | None = None,
     tokenizer_dir: Path | None = None,
+    weights_dtype: torch.dtype = torch.float32,
 ) -> BuiltModel:
     """Build (once per directory) a sensitivity-initialised model in the official format.
 
@@ -353,12 +354,17 @@ def build_model(
     inside `directory`); share one between builds to save seconds. `tiny` shrinks
     every width and depth (fast tests); `thin` only the widths (benchmarks/limits.py
     measures with it what a frame costs whatever the model's size).
+    `weights_dtype=torch.bfloat16` stores the weights as Kyutai's own checkpoints do,
+    rounded to bfloat16 (the end of speech is placed before that rounding, within
+    its margins).
     """
     _check_eos_arguments(eos_at_frame, early_crossing_frame)
     if tiny and thin:
         raise ValueError("a model is either tiny or thin")
     directory = directory.resolve()
     name = _model_name(base, num_layers, tiny, thin, seed, eos_at_frame, early_crossing_frame)
+    if weights_dtype != torch.float32:
+        name += "-" + str(weights_dtype).removeprefix("torch.")
     config_path = directory / f"model-{name}.yaml"
     weights_path = directory / "model.safetensors"
     others = [p for p in directory.glob("model-*.yaml") if p != config_path]
@@ -392,7 +398,10 @@ def build_model(
     tts = _build_in_memory(config, seed, directory, eos_at_frame, early_crossing_frame)
     import safetensors.torch
 
-    state = {k: v.detach().contiguous() for k, v in tts.state_dict().items()}
+    state = {
+        k: v.detach().to(weights_dtype if v.is_floating_point() else v.dtype).contiguous()
+        for k, v in tts.state_dict().items()
+    }
     safetensors.torch.save_file(state, str(weights_path))
     del tts, state
     gc.collect()

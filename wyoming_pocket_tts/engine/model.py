@@ -19,7 +19,7 @@ from .flow_lm import FlowHead, FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
 from .packed import pack_convolutions, pack_linears
-from .quantize import halve_linears, int8_backend, quantize_linears
+from .quantize import halve_exact_linears, halve_linears, int8_backend, quantize_linears
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state
@@ -53,10 +53,12 @@ def _local_path(config: ModelConfig, value: str | None, what: str) -> Path:
 
 def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -> bool:
     """The hot layers in a faster form: FlowLM's transformer in int8 on request, else
-    in float32 laid out for oneDNN where that helps (see packed.py); the flow head,
-    with its modulations fused, with float16 weights beside an int8 transformer where
-    supported, else in the float32 layout; Mimi's decoder (transformer and
-    convolutions) only ever in the float32 layout (int8 in Mimi is audible as hiss).
+    with float16 weights where float16 holds them exactly (a bfloat16 checkpoint; see
+    quantize.py) and the rest in float32 laid out for oneDNN where that helps (see
+    packed.py); the flow head, with its modulations fused, the same, but in float16
+    even where that rounds its weights beside an int8 transformer; Mimi's decoder
+    (transformer and convolutions) only ever in the float32 layout (int8 in Mimi is
+    audible as hiss).
     The encoder, used only to clone a voice, is left as loaded: its pages are let go
     after each.
 
@@ -74,13 +76,15 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     quantized = quantize and all(convert(quantize_linears, layer) for layer in flow_layers)
     if quantized:
         _LOGGER.info("FlowLM transformer weights quantized to int8 (%s)", int8_backend())
-    else:
-        for layer in flow_layers:
-            convert(pack_linears, layer)
     head = modules.flow_lm.flow_net
     convert(FlowHead.fuse_modulations, head)
-    if not (quantized and convert(halve_linears, head)):
-        convert(pack_linears, head)
+    float_parts = [head] if quantized else [*flow_layers, head]
+    halve = halve_linears if quantized else halve_exact_linears
+    halved = [convert(halve, part) for part in float_parts]
+    if any(halved) and not quantized:
+        _LOGGER.info("FlowLM weights held in float16, which holds them exactly")
+    for part in float_parts:
+        convert(pack_linears, part)  # the layers still in float32, in oneDNN's layout
     mimi = modules.mimi
     convert(pack_linears, mimi.decoder_transformer)
     for part in (mimi.quantizer, mimi.upsample, mimi.decoder):
