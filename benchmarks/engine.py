@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
 ENGINES = ("reference", "ours", "ours-int8")
 FIRST_AUDIO_SAMPLES = 5
 NEWCOMER_AFTER_SECONDS = 3.0  # the four streams are well under way by then
@@ -277,9 +280,8 @@ def _child(engine: str, config: Path, voices: list[Path]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
+    add_checkpoint_arguments(parser)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--voice", type=Path, action="append", help=argparse.SUPPRESS)
@@ -292,13 +294,11 @@ def main() -> None:
         print(json.dumps(run_ours(args.config, args.voice, args.child == "ours-int8")))
         return
 
-    sys.path.insert(0, str(ROOT))
-    from tests.support.reference_model import build_model
     from tests.support.voices_audio import write_voice_wav
 
-    directory = args.cache / args.model
+    directory = checkpoint_directory(args)
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
-    built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
+    built = build_checkpoint(args)
     voices = [write_voice_wav(directory / f"voice{i}.wav", seconds=5.0, seed=i) for i in range(3)]
     rounds = []
     for round_number in range(1, args.runs + 1):
@@ -320,7 +320,8 @@ def main() -> None:
         ("4 short 10 ms apart: last first audio (ms)", "arrivals_first_audio_ms", "{:.0f}"),
         ("4 short 10 ms apart: worst late by (ms)", "arrivals_late_ms", "{:.0f}"),
     ]
-    print(f"\nmodel {args.model}, {args.runs} rounds (median); machine: {_machine()}")
+    print(f"\nmodel {args.model} ({args.weights} checkpoint), {args.runs} rounds (median); "
+          f"machine: {_machine()}")
     print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
     for label, key, fmt in rows:
         cells = []

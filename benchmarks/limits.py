@@ -39,8 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
 from benchmarks.engine import PARAGRAPH, _machine, run_child
-from tests.support.reference_model import FRAME_SAMPLES, build_model
+from tests.support.reference_model import FRAME_SAMPLES
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine.scheduler import TURN_RUN_FRAMES
 
@@ -259,31 +260,29 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
 
 
 def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
-    """Weights a FlowLM step reads, float32 and as `--quantize` stores them (x86): the
-    transformer's products in int8, the flow head's in float16.
+    """Weights a FlowLM step reads as our engine holds them: without `--quantize`, its
+    linear layers' weights in float16 where the file stores bfloat16 (which float16
+    holds exactly; engine/quantize.py), the rest in float32; with it (x86), the
+    transformer's products in int8 and the flow head's in float16.
 
     The transformer and the flow head are read whole every step; the flow head's
     time embeddings are computed once (engine/flow_lm.py), so they are not counted.
     """
     from safetensors import safe_open
 
-    float32 = int8 = 0
+    plain = int8 = 0
     with safe_open(str(weights), "pt") as checkpoint:
         for key in checkpoint.keys():  # noqa: SIM118 (safe_open is not iterable)
             if not key.startswith(("flow_lm.transformer.", "flow_lm.flow_net.")) or ".time_embed." in key:
                 continue
-            elements = 1
-            for size in checkpoint.get_slice(key).get_shape():
-                elements *= size
-            float32 += 4 * elements
-            quantized = key.startswith("flow_lm.transformer.") and key.endswith(
-                ("in_proj.weight", "out_proj.weight", "linear1.weight", "linear2.weight")
-            )
-            halved = key.startswith("flow_lm.flow_net.") and key.endswith(".weight") and (
-                len(checkpoint.get_slice(key).get_shape()) == 2
-            )
-            int8 += elements if quantized else 2 * elements if halved else 4 * elements
-    return float32 / 1e6, int8 / 1e6
+            stored = checkpoint.get_slice(key)
+            elements = math.prod(stored.get_shape())
+            linear = key.endswith(".weight") and len(stored.get_shape()) == 2
+            halved = linear and stored.get_dtype() == "BF16"
+            plain += (2 if halved else 4) * elements
+            in_transformer = key.startswith("flow_lm.transformer.")
+            int8 += (1 if in_transformer else 2) * elements if linear else 4 * elements
+    return plain / 1e6, int8 / 1e6
 
 
 def machine_rates() -> dict:
@@ -323,8 +322,7 @@ def _child(engine: str, configs: dict[str, str], voice: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench")
+    add_checkpoint_arguments(parser)
     parser.add_argument("--child", choices=("reference", "ours"), help=argparse.SUPPRESS)
     parser.add_argument("--configs", help=argparse.SUPPRESS)
     parser.add_argument("--voice", type=Path, help=argparse.SUPPRESS)
@@ -335,20 +333,18 @@ def main() -> None:
         return
 
     print(f"building / loading the random-weight {args.model} model and its thin twin ...", flush=True)
-    tokenizers = args.cache / "tokenizers"
-    real = build_model(args.cache / args.model, base=args.model, tokenizer_dir=tokenizers)
-    thin = build_model(args.cache / f"{args.model}-thin", base=args.model, thin=True, tokenizer_dir=tokenizers)
-    voice = write_voice_wav(args.cache / args.model / "voice0.wav", seconds=5.0, seed=0)
+    real, thin = build_checkpoint(args), build_checkpoint(args, thin=True)
+    voice = write_voice_wav(checkpoint_directory(args) / "voice0.wav", seconds=5.0, seed=0)
     configs = {"real": str(real.config_path), "thin": str(thin.config_path)}
     print("measuring the machine, then the reference, then ours ...", flush=True)
     rates = machine_rates()
     reference = _child("reference", configs, voice)
     ours = _child("ours", configs, voice)
-    float32_mb, int8_mb = flow_lm_megabytes(real.weights_path)
-    report(args.model, rates, reference, ours, float32_mb, int8_mb)
+    plain_mb, int8_mb = flow_lm_megabytes(real.weights_path)
+    report(args.model, rates, reference, ours, plain_mb, int8_mb)
 
 
-def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: float, int8_mb: float) -> None:
+def report(model: str, rates: dict, reference: dict, ours: dict, plain_mb: float, int8_mb: float) -> None:
     cores = rates["cores"]
     bandwidth = rates[f"read_gbs_{cores}"]
     product = rates["matmul_gflops"]
@@ -362,9 +358,9 @@ def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: flo
         (f"FlowLM step alone, {cores} cores", None, ours["step_real"], ours["step_real_int8"]),
         ("  the thin model's step: fixed costs", None, ours["step_thin"], ours["step_thin_int8"]),
         ("  weights read at the bandwidth above",
-         None, float32_mb / bandwidth, int8_mb / bandwidth),
+         None, plain_mb / bandwidth, int8_mb / bandwidth),
         ("  floor: fixed costs + weights read", None,
-         ours["step_thin"] + float32_mb / bandwidth, ours["step_thin_int8"] + int8_mb / bandwidth),
+         ours["step_thin"] + plain_mb / bandwidth, ours["step_thin_int8"] + int8_mb / bandwidth),
         (f"Mimi frame alone, {MIMI_FRAMES_PER_CALL} per call, {cores} cores", None, ours["mimi_real"], None),
         ("  the thin model's frame: fixed costs", None, ours["mimi_thin"], None),
         (f"  {ours['mimi_mflop_real']:.0f} MFLOP at the product rate above", None,
@@ -376,9 +372,9 @@ def report(model: str, rates: dict, reference: dict, ours: dict, float32_mb: flo
         cells = [f"{'n/a':>{width}}" if value is None else f"{value:>{width}.1f}"
                  for value, width in zip(values, (10, 8, 10), strict=True)]
         print(f"{label:52} " + " ".join(cells))
-    print(f"\nFlowLM reads {float32_mb:.0f} MB a step in float32, {int8_mb:.0f} MB with --quantize. "
+    print(f"\nFlowLM reads {plain_mb:.0f} MB a step without --quantize, {int8_mb:.0f} MB with it. "
           "Taking turns (float32, one stream), a frame costs at least the FlowLM floor plus the "
-          f"Mimi floor: {ours['step_thin'] + float32_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
+          f"Mimi floor: {ours['step_thin'] + plain_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
     report_four_streams(ours)
 
 

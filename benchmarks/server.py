@@ -56,6 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
 from benchmarks.engine import PARAGRAPH, SHORT, _machine
 
 TEXTS = {"short": SHORT, "paragraph": PARAGRAPH}
@@ -448,7 +449,8 @@ def _row(
 
 def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Namespace) -> None:
     print(
-        f"\nmodel {args.model} (random weights: no end of speech, every chunk runs to its "
+        f"\nmodel {args.model}, {args.weights} checkpoint (random weights: no end of speech, "
+        "every chunk runs to its "
         f"frame cap);\nmedian of {args.runs} rounds (paragraph: {args.paragraph_runs}); "
         f"machine: {_machine()}, {_cpu_name()};\nother work on the machine: 1-minute load "
         f"average {args.load_before:.2f} when the run started"
@@ -503,7 +505,7 @@ def _cpu_name() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="english_2026-10", help="pocket-tts config name")
+    add_checkpoint_arguments(parser)
     parser.add_argument(
         "--runs", type=int, default=3, help="rounds (the short answer and 4 clients: one each)"
     )
@@ -513,9 +515,6 @@ def main() -> None:
         default=1,
         help="rounds with the paragraph (56 s of audio on a random-weight model: most of a "
         "minute each)",
-    )
-    parser.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache" / "wyoming-pocket-tts-bench"
     )
     parser.add_argument("--child", choices=["ours", "reference"], help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
@@ -530,13 +529,12 @@ def main() -> None:
         print(json.dumps(results))
         return
 
-    from tests.support.reference_model import build_model
     from tests.support.voices_audio import write_voice_wav
 
     args.load_before = os.getloadavg()[0]  # other work on the machine moves every figure
-    directory = args.cache / args.model
+    directory = checkpoint_directory(args)
     print(f"building / loading the random-weight {args.model} model in {directory} ...", flush=True)
-    built = build_model(directory, base=args.model, tokenizer_dir=args.cache / "tokenizers")
+    built = build_checkpoint(args)
     voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
     log_path = Path(tempfile.gettempdir()) / "wyoming-pocket-tts-bench-server.log"
     server = Server(built.config_path, voice, log_path)
