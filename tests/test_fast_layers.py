@@ -351,11 +351,15 @@ def test_bfloat16_checkpoint_puts_float16_weights_in_flow_lm_only(models_dir, to
         models_dir / "tiny-bfloat16", tiny=True, tokenizer_dir=tokenizer_dir,
         weights_dtype=torch.bfloat16,
     )
-    flow_lm = PocketTTS.load(built.config_path).flow_lm
+    model = PocketTTS.load(built.config_path)
+    flow_lm = model.flow_lm
     hot = [*flow_lm.transformer.layers.modules(), *flow_lm.flow_net.modules()]
     halves = [m for m in hot if type(m) is PrepackedLinear]
     assert halves and {layer.weight_dtype for layer in halves} == {torch.float16}
     assert not any(type(m) in (nn.Linear, PackedLinear) for m in hot)
+    # Everything else computes in float32, cast from the file's bfloat16.
+    tensors = [*flow_lm.parameters(), *flow_lm.buffers(), *model.mimi.parameters(), *model.mimi.buffers()]
+    assert {t.dtype for t in tensors if t.is_floating_point()} == {torch.float32}
 
 
 def test_float32_checkpoint_keeps_float32_flow_lm(tiny_model):

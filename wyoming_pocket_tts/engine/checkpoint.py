@@ -35,11 +35,14 @@ def _describe(keys: Iterable[str], limit: int = 5) -> str:
     return shown + (f" (and {len(keys) - limit} more)" if len(keys) > limit else "")
 
 
-def load_checkpoint(model: nn.Module, path: Path, dtype: torch.dtype = torch.float32) -> set[str]:
+def load_checkpoint(model: nn.Module, path: Path) -> set[str]:
     """Assign the tensors of `path` to `model` (built on `meta`); return missing optional keys.
 
-    Only tensors under VOICE_CLONING_PREFIXES may be missing; they are then left on
-    `meta` and their names returned, so the caller can disable voice cloning.
+    Tensors keep the file's dtype (Kyutai's store bfloat16), still mapped from the
+    file: the caller makes each layer's working form from them, then casts what is
+    left to float32 (`cast_to_float32`). Only tensors under VOICE_CLONING_PREFIXES may
+    be missing; they are then left on `meta` and their names returned, so the caller
+    can disable voice cloning.
     """
     expected = model.state_dict()
     try:
@@ -68,9 +71,21 @@ def load_checkpoint(model: nn.Module, path: Path, dtype: torch.dtype = torch.flo
                     f"{path}: tensor {key} has shape {tuple(tensor.shape)}, "
                     f"the model configuration expects {tuple(expected[key].shape)}"
                 )
-            loaded[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+            loaded[key] = tensor
     model.load_state_dict(loaded, strict=False, assign=True)
     return missing
+
+
+def cast_to_float32(module: nn.Module, path: Path) -> None:
+    """Cast `module`'s floating tensors stored narrower in `path` (bfloat16) to float32,
+    the engine's arithmetic, and let the file's pages behind them go."""
+    narrower = [
+        tensor for tensor in (*module.parameters(), *module.buffers())
+        if tensor.is_floating_point() and tensor.dtype != torch.float32
+    ]
+    if narrower:
+        module.float()
+        release_file_pages(narrower, path)
 
 
 def release_file_pages(tensors: Iterable[torch.Tensor], path: Path) -> int:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .audio import prepare_prompt, read_audio
-from .checkpoint import load_checkpoint, release_file_pages
+from .checkpoint import cast_to_float32, load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
 from .errors import ConfigError, VoiceError
 from .flow_lm import FlowHead, FlowLM
@@ -62,9 +62,11 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     The encoder, used only to clone a voice, is left as loaded: its pages are let go
     after each.
 
-    The float32 pages each conversion replaced are let go at once, one layer at a
-    time, so that loading never holds both forms of the whole model. Returns whether
-    FlowLM's transformer is in int8.
+    The file's pages each conversion replaced are let go at once, one layer at a
+    time, so that loading never holds both forms of the whole model; the layers that
+    take a narrower form take it from the file's dtype, before the rest is cast to
+    float32 (from a bfloat16 file, a float32 copy of the whole model would have
+    raised the peak by 130 MB). Returns whether FlowLM's transformer is in int8.
     """
 
     def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
@@ -83,6 +85,7 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     halved = [convert(halve, part) for part in float_parts]
     if any(halved) and not quantized:
         _LOGGER.info("FlowLM weights held in float16, which holds them exactly")
+    cast_to_float32(modules, weights_path)  # the rest, as the file stores it, to float32
     for part in float_parts:
         convert(pack_linears, part)  # the layers still in float32, in oneDNN's layout
     mimi = modules.mimi
