@@ -362,6 +362,24 @@ def test_bfloat16_checkpoint_puts_float16_weights_in_flow_lm_only(models_dir, to
     assert {t.dtype for t in tensors if t.is_floating_point()} == {torch.float32}
 
 
+def test_bfloat16_checkpoint_without_float16_weights_runs_in_float32(
+    models_dir, tokenizer_dir, monkeypatch
+):
+    """Where the engine has no float16-weight layers (ARM), a bfloat16 checkpoint is cast
+    to float32 whole, with the float16 model's latents to float rounding."""
+    built = build_model(
+        models_dir / "tiny-bfloat16", tiny=True, tokenizer_dir=tokenizer_dir,
+        weights_dtype=torch.bfloat16,
+    )
+    halved = PocketTTS.load(built.config_path)
+    monkeypatch.setattr(quantize, "half_weights_supported", lambda: False)
+    float32 = PocketTTS.load(built.config_path)
+    assert not any(type(m) is PrepackedLinear for m in float32.flow_lm.modules())
+    floating = [t for t in (*float32.flow_lm.parameters(), *float32.mimi.parameters()) if t.is_floating_point()]
+    assert {t.dtype for t in floating} == {torch.float32}
+    torch.testing.assert_close(_head_latents(float32), _head_latents(halved), rtol=1e-5, atol=1e-6)
+
+
 def test_float32_checkpoint_keeps_float32_flow_lm(tiny_model):
     flow_lm = PocketTTS.load(tiny_model.config_path).flow_lm
     assert not any(type(m) is PrepackedLinear for m in flow_lm.modules())
