@@ -114,3 +114,18 @@ def use_huge_pages() -> None:
     transparent huge pages, or they are set to `never`, the request changes nothing.
     """
     os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
+
+
+def return_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's `malloc_trim`).
+
+    Loading makes float32 copies of weights a file stores narrower, for the moment a
+    faster form is made from them (see model.py), and frees them: glibc keeps such
+    space for the process's next allocations. Without a C library that trims, nothing.
+    """
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return
+    trim.argtypes = (ctypes.c_size_t,)
+    trim(0)

@@ -8,10 +8,11 @@ so start-up never holds a random initialisation and the weights at the same time
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import safetensors
@@ -76,16 +77,59 @@ def load_checkpoint(model: nn.Module, path: Path) -> set[str]:
     return missing
 
 
-def cast_to_float32(module: nn.Module, path: Path) -> None:
+def cast_to_float32(module: nn.Module, path: Path, besides: Iterable[nn.Module] = ()) -> None:
     """Cast `module`'s floating tensors stored narrower in `path` (bfloat16) to float32,
-    the engine's arithmetic, and let the file's pages behind them go."""
+    the engine's arithmetic, and let the file's pages behind them go; not those of the
+    modules `besides` (see `float32_while`)."""
+    kept = {id(tensor) for part in besides for tensor in _tensors(part)}
     narrower = [
-        tensor for tensor in (*module.parameters(), *module.buffers())
-        if tensor.is_floating_point() and tensor.dtype != torch.float32
+        (owner, table, name, tensor) for owner, table, name, tensor in _narrower_tensors(module)
+        if id(tensor) not in kept
     ]
-    if narrower:
-        module.float()
-        release_file_pages(narrower, path)
+    _assign_float32(narrower)
+    release_file_pages([tensor for *_, tensor in narrower], path)
+
+
+@contextlib.contextmanager
+def float32_while(modules: Iterable[nn.Module], path: Path) -> Iterator[None]:
+    """`modules` compute in float32 inside the block, their weights kept as `path`
+    stores them between uses.
+
+    For the voice encoder, used once per voice: from a bfloat16 file its weights take
+    half the memory between voices (and none of it once their pages are let go after
+    each voice), instead of a float32 copy kept for good. Not thread-safe: one block
+    at a time per module.
+    """
+    narrower = [entry for module in modules for entry in _narrower_tensors(module)]
+    _assign_float32(narrower)
+    try:
+        yield
+    finally:
+        for owner, table, name, tensor in narrower:
+            getattr(owner, table)[name] = tensor
+
+
+def _tensors(module: nn.Module) -> Iterator[torch.Tensor]:
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+def _narrower_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:
+    """(owner, "_parameters" or "_buffers", name, tensor) of every floating tensor of
+    `module` that is not float32."""
+    return [
+        (owner, table, name, tensor)
+        for owner in module.modules()
+        for table in ("_parameters", "_buffers")
+        for name, tensor in getattr(owner, table).items()
+        if tensor is not None and tensor.is_floating_point() and tensor.dtype != torch.float32
+    ]
+
+
+def _assign_float32(entries: list[tuple[nn.Module, str, str, torch.Tensor]]) -> None:
+    for owner, table, name, tensor in entries:
+        cast = tensor.detach().float()
+        getattr(owner, table)[name] = nn.Parameter(cast, False) if table == "_parameters" else cast
 
 
 def release_file_pages(tensors: Iterable[torch.Tensor], path: Path) -> int:

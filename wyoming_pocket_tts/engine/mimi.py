@@ -403,6 +403,10 @@ class Mimi(nn.Module):
         pieces = [self.decoder(part, state) for part in x.split(piece, dim=-1)]
         return torch.cat(pieces, dim=-1)
 
+    def voice_encoder_parts(self) -> list[nn.Module]:
+        """The modules only `encode` uses (voice cloning)."""
+        return [self.encoder, self.encoder_transformer, self.downsample]
+
     def new_encoder_state(self, batch: int = 1) -> EncoderState:
         return EncoderState(
             conv_history=[None] * len(self._encoder_convs),

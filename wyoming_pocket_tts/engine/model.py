@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +12,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from .allocator import return_free_heap
 from .audio import prepare_prompt, read_audio
-from .checkpoint import cast_to_float32, load_checkpoint, release_file_pages
+from .checkpoint import cast_to_float32, float32_while, load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
 from .errors import ConfigError, VoiceError
 from .flow_lm import FlowHead, FlowLM
@@ -72,6 +74,7 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
         replaced = conversion(module)
         release_file_pages(replaced, weights_path)
+        return_free_heap()
         return bool(replaced)
 
     flow_layers = modules.flow_lm.transformer.layers
@@ -85,7 +88,8 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     halved = [convert(halve, part) for part in float_parts]
     if any(halved) and not quantized:
         _LOGGER.info("FlowLM weights held in float16, which holds them exactly")
-    cast_to_float32(modules, weights_path)  # the rest, as the file stores it, to float32
+    # The rest, stored narrower, to float32; the voice encoder only while it encodes.
+    cast_to_float32(modules, weights_path, besides=modules.mimi.voice_encoder_parts())
     for part in float_parts:
         convert(pack_linears, part)  # the layers still in float32, in oneDNN's layout
     mimi = modules.mimi
@@ -107,10 +111,7 @@ class PocketTTS:
         self.tokenizer = tokenizer
         self.has_voice_cloning = has_voice_cloning
         self.weights_path = weights_path
-        self._encoder_weights = [
-            *self.mimi.encoder.parameters(), *self.mimi.encoder_transformer.parameters(),
-            *self.mimi.downsample.parameters(),
-        ]
+        self._encoding = threading.Lock()  # one voice at a time: see float32_while
         self.text_rules = TextRules(
             replace_characters=dict(config.replace_characters),
             remove_semicolons=config.remove_semicolons,
@@ -186,10 +187,12 @@ class PocketTTS:
         if samples.shape[0] < sample_rate / self.frame_rate:
             raise VoiceError("the voice audio is shorter than one frame (80 ms): use a few seconds")
         audio = prepare_prompt(samples, sample_rate, self.sample_rate)
-        prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
+        encoder = self.mimi.voice_encoder_parts()
+        with self._encoding, float32_while(encoder, self.weights_path):
+            prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
         # The encoder is idle until the next voice: let its pages go (about 40 MB for
-        # the standard model); a later voice reads them from the file again.
-        release_file_pages(self._encoder_weights, self.weights_path)
+        # the standard model's float32); a later voice reads them from the file again.
+        release_file_pages([t for part in encoder for t in part.parameters()], self.weights_path)
         cache = self.new_cache(prompt.shape[1])
         self.flow_lm.prefill(prompt, cache)
         # The buffer holds exactly the prompt and nothing else refers to it: the voice
