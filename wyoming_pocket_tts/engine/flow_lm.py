@@ -34,7 +34,9 @@ class TextEmbedding(nn.Module):
         self.proj = nn.Linear(rank, dim, bias=False) if rank else None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
+        # The table may keep the file's bfloat16 (only the rows looked up are read):
+        # their float32 values are exact.
+        x = self.embed(tokens).float()
         return x if self.proj is None else self.proj(x)
 
 

@@ -88,8 +88,10 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     halved = [convert(halve, part) for part in float_parts]
     if any(halved) and not quantized:
         _LOGGER.info("FlowLM weights held in float16, which holds them exactly")
-    # The rest, stored narrower, to float32; the voice encoder only while it encodes.
-    cast_to_float32(modules, weights_path, besides=modules.mimi.voice_encoder_parts())
+    # The rest, stored narrower, to float32; the voice encoder only while it encodes,
+    # the text's lookup table never (its rows are cast as they are looked up).
+    stored = [*modules.mimi.voice_encoder_parts(), modules.flow_lm.conditioner.embed]
+    cast_to_float32(modules, weights_path, besides=stored)
     for part in float_parts:
         convert(pack_linears, part)  # the layers still in float32, in oneDNN's layout
     mimi = modules.mimi
