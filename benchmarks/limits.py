@@ -341,7 +341,7 @@ def main() -> None:
     reference = _child("reference", configs, voice)
     ours = _child("ours", configs, voice)
     plain_mb, int8_mb = flow_lm_megabytes(real.weights_path)
-    report(args.model, rates, reference, ours, plain_mb, int8_mb)
+    report(f"{args.model} ({args.weights} checkpoint)", rates, reference, ours, plain_mb, int8_mb)
 
 
 def report(model: str, rates: dict, reference: dict, ours: dict, plain_mb: float, int8_mb: float) -> None:
