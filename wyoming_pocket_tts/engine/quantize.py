@@ -135,7 +135,7 @@ def _swap_for_dynamic_linears(
     module: nn.Module, dtype: torch.dtype, where: Callable[[nn.Linear], bool] = lambda _: True
 ) -> list[torch.Tensor]:
     """Swap the nn.Linear layers inside `module` (those `where` accepts) for
-    `PrepackedLinear`s with `dtype` weights; return the replaced float32 weights.
+    `PrepackedLinear`s with `dtype` weights; return the replaced weights.
 
     The engine packs a weight on one core, and a large one takes tens of
     milliseconds (25-30 ms for 4096x1024 in int8), so the layers are checked and
