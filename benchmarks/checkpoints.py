@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    from tests.support.reference_model import BuiltModel
 
-from tests.support.reference_model import BuiltModel, build_model
-
-WEIGHT_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+# Names, not torch's dtypes: importing torch here would load it in the benchmarks'
+# children before our engine's package has set MKL's and PyTorch's allocation
+# settings, which they read as torch loads (engine/allocator.py).
+WEIGHT_DTYPES = ("bfloat16", "float32")
 
 
 def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +41,11 @@ def checkpoint_directory(args: argparse.Namespace, thin: bool = False) -> Path:
 
 def build_checkpoint(args: argparse.Namespace, thin: bool = False) -> BuiltModel:
     """Build (once; cached) the model `args` names, or its thin twin (benchmarks/limits.py)."""
+    import torch
+
+    from tests.support.reference_model import build_model
+
     return build_model(
         checkpoint_directory(args, thin), base=args.model, thin=thin,
-        tokenizer_dir=args.cache / "tokenizers", weights_dtype=WEIGHT_DTYPES[args.weights],
+        tokenizer_dir=args.cache / "tokenizers", weights_dtype=getattr(torch, args.weights),
     )
