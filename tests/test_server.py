@@ -305,6 +305,19 @@ def test_the_server_leaves_its_start_up_objects_out_of_garbage_collection(server
     assert int(found[1]) > 10_000  # torch's modules alone are more
 
 
+def test_audio_start_leaves_with_the_first_chunk_in_one_segment(server):
+    """Each wake-up of the client takes a core from the engine on a small machine: the
+    first thing the client receives is AudioStart and the whole first chunk at once."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        sock.sendall(wire(Synthesize(text="The kitchen light is on.").event()))
+        received = io.BytesIO(sock.recv(1 << 16))
+    first = read_event(received)
+    second = read_event(received)
+    assert first is not None and first.type == "audio-start"
+    assert second is not None and AudioChunk.is_type(second.type)
+    assert len(second.payload) == 2 * 1920  # one whole 80 ms frame of 16-bit samples
+
+
 def test_empty_or_blank_text_gives_a_valid_empty_audio_stream(server):
     for text in ("", "   \n "):
         stream = run(synthesize(server, text))

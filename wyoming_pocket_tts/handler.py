@@ -11,11 +11,15 @@ Model code never runs here: the engine worker thread decodes frames and wakes th
 speaker task through `call_soon_threadsafe`; each frame goes out as one AudioChunk
 the moment it exists. A client that reads slowly stalls `drain()`, the speaker stops
 taking frames, and the worker stops advancing that job, so nothing piles up.
+
+Whatever is sent at one moment leaves in one write (one TCP segment): every segment
+wakes the client, and on a small CPU each wake-up takes a core from the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import socket
@@ -27,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, write_event
 from wyoming.info import Describe, Info
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import (
@@ -179,6 +183,18 @@ class HandlerSettings:
 def pcm16(frame: np.ndarray) -> bytes:
     """Float audio in [-1, 1] as little-endian 16-bit PCM."""
     return (np.clip(frame, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+
+
+def audio_chunks(frames: list[np.ndarray], rate: int, first_sample: int) -> list[Event]:
+    """One AudioChunk event per frame, the first one at `first_sample`."""
+    events = []
+    for frame in frames:
+        chunk = AudioChunk(
+            rate, SAMPLE_WIDTH, CHANNELS, pcm16(frame), timestamp=first_sample * 1000 // rate
+        )
+        events.append(chunk.event())
+        first_sample += len(frame)
+    return events
 
 
 # ---------------------------------------------------------------------------
@@ -369,6 +385,20 @@ class PocketTTSEventHandler(AsyncEventHandler):
         except asyncio.CancelledError:
             pass
 
+    # -- writing ------------------------------------------------------------
+
+    async def write_event(self, event: Event) -> None:
+        await self._send(event)
+
+    async def _send(self, *events: Event) -> None:
+        """Write `events` in one piece (wyoming's own writer makes up to three per
+        event: header line, data, payload)."""
+        wire = io.BytesIO()
+        for event in events:
+            write_event(event, wire)
+        self.writer.write(wire.getvalue())
+        await self.writer.drain()
+
     # -- speaking -----------------------------------------------------------
 
     async def _speak_requests(self) -> None:
@@ -422,21 +452,28 @@ class PocketTTSEventHandler(AsyncEventHandler):
         return _Report(kind, voice or self._voices.default_voice, loop, loop.time())
 
     async def _speak(self, voice: Any, text: str, report: _Report) -> None:
-        """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop."""
+        """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
+
+        AudioStart leaves with the first chunk: sent on its own, it would wake the
+        client while the first frame is being computed, and delay that frame.
+        """
         report.chars += len(text)
         rate = self._settings.sample_rate
-        await self.write_event(AudioStart(rate, SAMPLE_WIDTH, CHANNELS, timestamp=0).event())
+        start = AudioStart(rate, SAMPLE_WIDTH, CHANNELS, timestamp=0).event()
         samples = 0
         started = report.loop.time()
         if text.strip():
             try:
-                samples = await self._stream_frames(voice, text, report)
+                samples = await self._stream_frames(voice, text, report, start)
             except TextError as err:  # nothing speakable (only symbols, say): no audio
                 _LOGGER.warning("%s: nothing to say: %s", self._peer, err)
         report.busy += report.loop.time() - started
-        await self.write_event(AudioStop(timestamp=samples * 1000 // rate).event())
+        stop = AudioStop(timestamp=samples * 1000 // rate).event()
+        unsent = [] if samples else [start]  # with no audio, no chunk carried it
+        await self._send(*unsent, stop)
 
-    async def _stream_frames(self, voice: Any, text: str, report: _Report) -> int:
+    async def _stream_frames(self, voice: Any, text: str, report: _Report, start: Event) -> int:
+        """Send the job's frames as they come, after `start`; the number of samples sent."""
         loop = report.loop
         ready = asyncio.Event()
 
@@ -458,18 +495,16 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 frames = job.take()
                 if frames:
                     self._worker.wake()  # the job may have been paused with a full buffer
-                for frame in frames:
                     now = loop.time()
                     if report.first_audio is None:
                         report.first_audio = now
+                    chunks = audio_chunks(frames, rate, samples)
                     if playing_since is None:
                         playing_since = now
+                        chunks.insert(0, start)
                     report.late = max(report.late, now - playing_since - samples / rate)
-                    chunk = AudioChunk(
-                        rate, SAMPLE_WIDTH, CHANNELS, pcm16(frame), timestamp=samples * 1000 // rate
-                    )
-                    await self.write_event(chunk.event())
-                    samples += len(frame)
+                    samples += sum(len(frame) for frame in frames)
+                    await self._send(*chunks)
                 if finished:
                     break
         finally:
