@@ -12,8 +12,9 @@ speaker task through `call_soon_threadsafe`; each frame goes out as one AudioChu
 the moment it exists. A client that reads slowly stalls `drain()`, the speaker stops
 taking frames, and the worker stops advancing that job, so nothing piles up.
 
-Whatever is sent at one moment leaves in one write (one TCP segment): every segment
-wakes the client, and on a small CPU each wake-up takes a core from the engine.
+Whatever is sent at one moment leaves in one write, not wyoming's up to three per
+event: every write can wake the client, and on a small CPU each wake-up takes a core
+from the engine.
 """
 
 from __future__ import annotations
@@ -455,7 +456,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
 
         AudioStart leaves with the first chunk: sent on its own, it would wake the
-        client while the first frame is being computed, and delay that frame.
+        client while the first frame is being computed, on a core that frame uses.
         """
         report.chars += len(text)
         rate = self._settings.sample_rate
