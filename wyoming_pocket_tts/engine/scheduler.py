@@ -36,6 +36,7 @@ import numpy as np
 
 from .synthesizer import GenerationOptions, LatentFrame, Synthesizer, Utterance
 from .threads import available_cores, intra_op_threads, use_cores
+from .time_slice import use_long_time_slices
 from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
@@ -406,6 +407,7 @@ class SynthesisWorker:
         return self.turn_max_jobs > 0 and len(self._jobs) <= self.turn_max_jobs
 
     def _generate(self) -> None:
+        use_long_time_slices()  # before its OpenMP workers start: they inherit it
         use_cores(self.threads_per_stage, serial_blas=True)
         while (jobs := self._runnable()) is not None:
             with self._wake:
@@ -552,6 +554,7 @@ class SynthesisWorker:
 
         Once the worker closes, this thread finishes whatever is still queued.
         """
+        use_long_time_slices()
         use_cores(self.threads_per_stage, serial_blas=True)
         while True:
             with self._wake:
