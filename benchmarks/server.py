@@ -19,11 +19,15 @@ back to back, on the engine too: the idle cores have to wake up).
 Beside each figure it prints the same figures measured on the engines directly
 (ours, and the reference pocket-tts 4.0.1, each in a child process of its own),
 and the ratio protocol / engine, which is the cost of the server: the goal is
-within 10%. The three take turns in rounds (reference, ours, then the server, which
-stays up): the machine's slow spells last minutes, and measured a few minutes
-apart the engine's figure alone moved 20%. Each round measures each text once on
-each; every figure is the median over the rounds (--runs; the paragraph, which
-takes most of a minute, in the first --paragraph-runs of them).
+within 10%. The engines' children and the server are started once and stay up;
+each measure (a text, the clients at once, the pause) is taken on the three one
+right after the other (reference, ours, then the server), each after a warm-up
+request, so that the three figures are seconds apart: the machine's speed moves by
+10-40% within minutes, and when they were measured a minute or more apart (each
+engine child loading the model anew every round, until December 2026) that alone
+carried the ratio past the 10% margin. Each round measures each text once on each;
+every figure is the median over the rounds (--runs; the paragraph, which takes most
+of a minute, in the first --paragraph-runs of them).
 
 If `wyoming-bench` (PyPI) is installed, it measures the short answer too, each
 round right after our client, as a second opinion from a client that is not ours,
@@ -148,25 +152,26 @@ def _load_reference(config: Path, voice: Path) -> LoadedEngine:
     )
 
 
-def run_engine(engine: str, config: Path, voice: Path, measures: list[str]) -> dict:
-    """One round on an engine: each of `measures` once (`MEASURES`), after a warm-up."""
+def serve_engine(engine: str, config: Path, voice: Path) -> None:
+    """The child: loads the engine once, then measures one of `MEASURES` for each
+    line read from stdin, each after a warm-up request, and writes its result as
+    one JSON line."""
     loaded = (_load_ours if engine == "ours" else _load_reference)(config, voice)
     try:
-        _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)  # warm-up
-        results: dict = {
-            name: asdict(_time_stream(partial(loaded.stream, TEXTS[name]), loaded.sample_rate))
-            for name in measures
-            if name in TEXTS
-        }
-        if "concurrent" in measures and engine == "ours":  # the reference serves one stream
-            results["concurrent"] = _engine_concurrently(loaded)
-        if "idle" in measures:
-            time.sleep(IDLE_S)
-            timing = _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)
-            results[AFTER_IDLE] = asdict(timing)
-        return results
+        for line in sys.stdin:
+            print(json.dumps(_measure_engine(loaded, engine, line.strip())), flush=True)
     finally:
         loaded.close()
+
+
+def _measure_engine(loaded: LoadedEngine, engine: str, name: str) -> dict:
+    _time_stream(partial(loaded.stream, SHORT), loaded.sample_rate)  # warm-up
+    if name in TEXTS:
+        return {name: asdict(_time_stream(partial(loaded.stream, TEXTS[name]), loaded.sample_rate))}
+    if name == "concurrent":  # the reference serves one stream at a time
+        return {"concurrent": _engine_concurrently(loaded)} if engine == "ours" else {}
+    time.sleep(IDLE_S)
+    return {AFTER_IDLE: asdict(_time_stream(partial(loaded.stream, SHORT), loaded.sample_rate))}
 
 
 def _engine_concurrently(loaded: LoadedEngine) -> dict:
@@ -188,23 +193,46 @@ def _engine_concurrently(loaded: LoadedEngine) -> dict:
     return _concurrent_summary(timings, time.perf_counter() - started)
 
 
-def _engine_child(engine: str, config: Path, voice: Path, measures: list[str]) -> dict:
-    command = [
-        sys.executable,
-        __file__,
-        "--child",
-        engine,
-        "--config",
-        str(config),
-        "--voice",
-        str(voice),
-        "--measures",
-        *measures,
-    ]
-    done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"engine {engine} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class EngineChild:
+    """An engine in a child process of its own, loaded once, measuring on request.
+
+    It stays up for the whole run, idle while the others measure, so that the
+    engines and the server can measure each text one after the other, seconds
+    apart: the machine's speed moves by 10-40% within minutes.
+    """
+
+    def __init__(self, engine: str, config: Path, voice: Path):
+        self.engine = engine
+        self._log = tempfile.TemporaryFile("w+")  # a pipe left unread could fill and block it
+        command = [sys.executable, __file__, "--child", engine, "--config", str(config)]
+        self._process = subprocess.Popen(
+            [*command, "--voice", str(voice)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            cwd=ROOT,
+        )
+
+    def measure(self, name: str) -> dict:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(f"{name}\n")
+        self._process.stdin.flush()
+        for line in self._process.stdout:  # skipping anything else an engine prints
+            if line.startswith("{"):
+                return json.loads(line)
+        self._log.seek(0)
+        raise SystemExit(f"engine {self.engine} failed:\n{self._log.read()[-3000:]}")
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
 
 
 # ---------------------------------------------------------------------------
@@ -327,29 +355,23 @@ async def request(port: int, text: str, streamed: bool) -> Timing:
         return await reader
 
 
-async def run_protocol(port: int, measures: list[str]) -> dict:
-    """One round over the protocol: each text of `measures` sent both ways, once.
-
-    After a warm-up request, as each engine child makes one: the engines' children,
-    running meanwhile, leave the idle server's caches cold, and its first request
-    after them took 25-35 ms longer to first audio (after a minute of plain idleness,
-    about 10 ms longer).
-    """
+async def measure_protocol(port: int, name: str) -> dict:
+    """One of `MEASURES` over the protocol (a text both ways), after a warm-up request
+    as each engine child makes one."""
     await request(port, SHORT, streamed=False)
-    results: dict = {}
-    for name in measures:
-        if name in TEXTS:
-            for streamed in (False, True):
-                timing = await request(port, TEXTS[name], streamed)
-                results[f"{name} streamed" if streamed else name] = asdict(timing)
-    if "concurrent" in measures:
+    if name in TEXTS:
+        return {
+            f"{name} streamed" if streamed else name: asdict(
+                await request(port, TEXTS[name], streamed)
+            )
+            for streamed in (False, True)
+        }
+    if name == "concurrent":
         started = time.perf_counter()
         timings = await asyncio.gather(*(request(port, SHORT, False) for _ in range(CLIENTS)))
-        results["concurrent"] = _concurrent_summary(list(timings), time.perf_counter() - started)
-    if "idle" in measures:
-        await asyncio.sleep(IDLE_S)
-        results[AFTER_IDLE] = asdict(await request(port, SHORT, streamed=False))
-    return results
+        return {"concurrent": _concurrent_summary(list(timings), time.perf_counter() - started)}
+    await asyncio.sleep(IDLE_S)
+    return {AFTER_IDLE: asdict(await request(port, SHORT, streamed=False))}
 
 
 def round_measures(round_index: int, runs: int, paragraph_runs: int) -> list[str]:
@@ -475,7 +497,7 @@ def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Name
     for key, name, heading in rows:
         print(heading)
         for label, figure, fmt, higher in (
-            ("  time to first audio (ms)", "first_audio_ms", "{:.0f}", False),
+            ("  time to first audio (ms)", "first_audio_ms", "{:.1f}", False),
             ("  speed (audio s per wall s)", "speed_x", "{:.2f}", True),
         ):
             got, engine, ref = protocol[key], ours[name], reference[name]
@@ -488,7 +510,7 @@ def print_table(protocol: dict, ours: dict, reference: dict, args: argparse.Name
         ("  aggregate speed (audio s per wall s)", "aggregate_x", "{:.2f}", True),
         ("  slowest stream's own speed", "stream_min_x", "{:.2f}", True),
         ("  median stream's own speed", "stream_median_x", "{:.2f}", True),
-        ("  median time to first audio (ms)", "first_audio_ms", "{:.0f}", False),
+        ("  median time to first audio (ms)", "first_audio_ms", "{:.1f}", False),
     ):
         print(_row(label, got[key], engine[key], None, fmt, higher_is_better=higher))
 
@@ -519,14 +541,12 @@ def main() -> None:
     parser.add_argument("--child", choices=["ours", "reference"], help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--voice", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--measures", nargs="*", choices=MEASURES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.runs < 1 or args.paragraph_runs < 1:
         parser.error("--runs and --paragraph-runs must be at least 1")
 
     if args.child:
-        results = run_engine(args.child, args.config, args.voice, args.measures)
-        print(json.dumps(results))
+        serve_engine(args.child, args.config, args.voice)
         return
 
     from tests.support.voices_audio import write_voice_wav
@@ -538,6 +558,7 @@ def main() -> None:
     voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
     log_path = Path(tempfile.gettempdir()) / "wyoming-pocket-tts-bench-server.log"
     server = Server(built.config_path, voice, log_path)
+    engines = [EngineChild(name, built.config_path, voice) for name in ("reference", "ours")]
     rounds: dict[str, list[dict]] = {"reference": [], "ours": [], "protocol": []}
     wyoming_bench = wyoming_bench_executable()
     if wyoming_bench is None:
@@ -552,17 +573,22 @@ def main() -> None:
             print(
                 f"round {index + 1}: {', '.join(measures)} (server log: {log_path}) ...", flush=True
             )
-            for engine in ("reference", "ours"):
-                rounds[engine].append(_engine_child(engine, built.config_path, voice, measures))
-            measured = asyncio.run(run_protocol(server.port, measures))
-            if wyoming_bench and "short" in measures:
-                try:
-                    measured.update(run_wyoming_bench(wyoming_bench, server.port))
-                except RuntimeError as err:
-                    print(f"wyoming-bench failed {err}", flush=True)
-                    wyoming_bench = None
-            rounds["protocol"].append(measured)
+            measured: dict[str, dict] = {name: {} for name in rounds}
+            for name in measures:  # each on the three, one right after the other
+                for engine in engines:
+                    measured[engine.engine].update(engine.measure(name))
+                measured["protocol"].update(asyncio.run(measure_protocol(server.port, name)))
+                if wyoming_bench and name == "short":
+                    try:
+                        measured["protocol"].update(run_wyoming_bench(wyoming_bench, server.port))
+                    except RuntimeError as err:
+                        print(f"wyoming-bench failed {err}", flush=True)
+                        wyoming_bench = None
+            for name, results in measured.items():
+                rounds[name].append(results)
     finally:
+        for engine in engines:
+            engine.close()
         server.stop()
 
     protocol, ours, reference = (
