@@ -226,13 +226,17 @@ class EngineChild:
 
     def close(self) -> None:
         if self._process.stdin is not None:
-            self._process.stdin.close()
-        try:
-            self._process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+            self._process.stdin.close()  # end of input: the child finishes and exits
+        _wait_or_kill(self._process, timeout=60)
         self._log.close()
+
+
+def _wait_or_kill(process: subprocess.Popen, timeout: float) -> None:
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # ---------------------------------------------------------------------------
@@ -291,11 +295,7 @@ class Server:
 
     def stop(self) -> None:
         self._process.terminate()
-        try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        _wait_or_kill(self._process, timeout=30)
         self._log.close()
 
 

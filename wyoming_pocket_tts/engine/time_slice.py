@@ -33,8 +33,8 @@ import threading
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Longer than any default slice (0.7 ms x (1 + log2 cores), at most 3 ms at 8 cores
-#: and more), short enough that a synthesis thread waiting for another is no worry.
+#: Longer than any default slice (0.7 ms x (1 + log2 cores), 2.8 ms from 8 cores on),
+#: short enough that a synthesis thread waiting for another is no worry.
 SYNTHESIS_TIME_SLICE_NS = 8_000_000
 
 # sched_setattr's system call numbers (glibc has no wrapper).
