@@ -21,6 +21,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
+from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.handler import HandlerSettings, PocketTTSEventHandler
@@ -118,6 +119,9 @@ class PacedJob:
             frames, self._ready = self._ready, []
         return frames
 
+    def passed_on(self) -> None:
+        pass
+
     def cancel(self) -> None:
         pass
 
@@ -136,15 +140,16 @@ class PacedWorker:
         pass
 
 
-def _speak_once(worker, quantized: bool) -> None:
-    """One Synthesize through a handler beside `worker`, read to its AudioStop."""
+def _speak_once(worker, quantized: bool = False, voice=None, options=None) -> None:
+    """One Synthesize through a handler beside `worker`, read to its AudioStop (the
+    voice and options are passed to the worker as they are)."""
     voices = VoiceStore(
         sources=lambda: {"test": VoiceSource("test", None, VoiceKind.STATE, "test voice")},
-        load=lambda _: object(), default_voice="test", max_loaded=1,
+        load=lambda _: voice, default_voice="test", max_loaded=1,
     )
     handler = partial(
         PocketTTSEventHandler, info=Info, voices=voices, worker=worker,
-        settings=HandlerSettings(sample_rate=24000, options=None, quantized=quantized),
+        settings=HandlerSettings(sample_rate=24000, options=options, quantized=quantized),
     )
 
     async def scenario() -> None:
@@ -164,6 +169,22 @@ def _speak_once(worker, quantized: bool) -> None:
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_the_worker_steps_on_once_the_first_frame_is_written(model, voice, monkeypatch):
+    """After a job's first frame the worker holds its next step until the consumer has
+    passed the frame on: with that hold made longer than the test may take, a request
+    still ends in seconds, since the handler says so once it has written the frame."""
+    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 120.0)
+    recording = RecordingWorker(SynthesisWorker(Synthesizer(model)))
+    recording.worker.start()
+    try:
+        started = time.monotonic()
+        _speak_once(recording, voice=voice, options=GenerationOptions(max_frames_per_chunk=12))
+        assert time.monotonic() - started < 60
+        assert recording.jobs[0]._passed_on.is_set()
+    finally:
+        recording.worker.close()
 
 
 def _request_lines(caplog) -> tuple[str, list[str]]:

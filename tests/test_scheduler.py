@@ -535,3 +535,62 @@ def test_a_worker_that_is_not_running_refuses_a_text_instead_of_never_answering(
     worker.close()
     with pytest.raises(RuntimeError, match="not running"):
         next(worker.stream(voice, "Hello."))
+
+
+def count_steps(synthesizer: Synthesizer, monkeypatch) -> list[float]:
+    """When each FlowLM step of `synthesizer` began."""
+    started: list[float] = []
+    advance = synthesizer.advance
+
+    def counted(*args, **kwargs):
+        started.append(time.monotonic())
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(synthesizer, "advance", counted)
+    return started
+
+
+@both_ways
+def test_after_a_first_frame_the_next_step_waits_until_it_is_passed_on(
+    model, voice, monkeypatch, take_turns
+):
+    """The consumer passes its first frame on with Python's lock to itself."""
+    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 60.0)
+    synthesizer = Synthesizer(model)
+    steps = count_steps(synthesizer, monkeypatch)
+    with SynthesisWorker(synthesizer, take_turns=take_turns) as worker:
+        job = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
+        wait_until(lambda: job.samples > 0)
+        held = len(steps)
+        time.sleep(0.3)
+        assert job.take() and len(steps) == held  # taken, but not yet passed on
+        job.passed_on()
+        wait_until(lambda: len(steps) > held)
+        job.cancel()
+
+
+def test_a_first_frame_nobody_passes_on_holds_the_next_step_only_so_long(
+    model, voice, monkeypatch
+):
+    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 0.2)
+    synthesizer = Synthesizer(model)
+    steps = count_steps(synthesizer, monkeypatch)
+    with SynthesisWorker(synthesizer) as worker:
+        job = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
+        wait_until(lambda: job.samples > 0)
+        first_heard = job.first_audio_at
+        while not job.done:  # taken, never passed on
+            job.take()
+            time.sleep(0.01)
+    later = [started for started in steps if started > first_heard]
+    assert later and later[0] - first_heard >= 0.2
+
+
+def test_a_thread_reading_frames_passes_each_on_when_it_comes_back_for_more(
+    model, voice, monkeypatch
+):
+    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 60.0)
+    started = time.monotonic()
+    with SynthesisWorker(Synthesizer(model)) as worker:
+        assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
+    assert time.monotonic() - started < 30

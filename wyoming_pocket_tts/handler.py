@@ -159,6 +159,8 @@ class SynthesisJob(Protocol):
 
     def take(self) -> list[np.ndarray]: ...
 
+    def passed_on(self) -> None: ...
+
     def cancel(self) -> None: ...
 
 
@@ -506,6 +508,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     report.late = max(report.late, now - playing_since - samples / rate)
                     samples += sum(len(frame) for frame in frames)
                     await self._send(*chunks)
+                    job.passed_on()  # after a first frame, the worker waits for this
                 if finished:
                     break
         finally:
