@@ -9,8 +9,10 @@ after the whole utterance as when synthesis runs inside the read loop.
 
 Model code never runs here: the engine worker thread decodes frames and wakes the
 speaker task through `call_soon_threadsafe`; each frame goes out as one AudioChunk
-the moment it exists. A client that reads slowly stalls `drain()`, the speaker stops
-taking frames, and the worker stops advancing that job, so nothing piles up.
+the moment it exists, and the job hears when it has (`passed_on`): after a first
+frame the worker holds its next step until then, leaving Python's lock to the loop.
+A client that reads slowly stalls `drain()`, the speaker stops taking frames, and
+the worker stops advancing that job, so nothing piles up.
 
 Whatever is sent at one moment leaves in one write, not wyoming's up to three per
 event: every write can wake the client, and on a small CPU each wake-up takes a core

@@ -509,10 +509,10 @@ class SynthesisWorker:
             job._hand_over_frame()
         with intra_op_threads(self.prompt_threads if idle else None):
             self._deliver(urgent)
-        self._await_first_takers(unheard)
+        self._await_first_frames_passed_on(unheard)
         return set(urgent)
 
-    def _await_first_takers(self, jobs: Iterable[SynthesisJob]) -> None:
+    def _await_first_frames_passed_on(self, jobs: Iterable[SynthesisJob]) -> None:
         """On the generator thread, after `jobs`' first frames were decoded: before the
         next step, let their consumers pass them on (`FIRST_FRAME_HANDOVER_S` at most)."""
         deadline = time.monotonic() + FIRST_FRAME_HANDOVER_S
@@ -548,7 +548,7 @@ class SynthesisWorker:
             job for job, frame, _ in batch if frame is not None and job.first_audio_at is None
         }
         self._decode_batch(batch)
-        self._await_first_takers(unheard)
+        self._await_first_frames_passed_on(unheard)
 
     def _decoding_due(self) -> bool:
         queued = self._queued_frames()
