@@ -204,9 +204,17 @@ class EngineChild:
     def __init__(self, engine: str, config: Path, voice: Path):
         self.engine = engine
         self._log = tempfile.TemporaryFile("w+")  # a pipe left unread could fill and block it
-        command = [sys.executable, __file__, "--child", engine, "--config", str(config)]
         self._process = subprocess.Popen(
-            [*command, "--voice", str(voice)],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                engine,
+                "--config",
+                str(config),
+                "--voice",
+                str(voice),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

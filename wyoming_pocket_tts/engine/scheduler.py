@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -504,21 +504,19 @@ class SynthesisWorker:
         }
         if not urgent:
             return set()
-        unheard = [job for job in urgent if job.first_audio_at is None]
         for job in urgent:
             job._hand_over_frame()
         with intra_op_threads(self.prompt_threads if idle else None):
-            self._deliver(urgent)
-        self._await_first_frames_passed_on(unheard)
+            first_heard = self._deliver(urgent)
+        self._await_first_frames_passed_on(first_heard)
         return set(urgent)
 
-    def _await_first_frames_passed_on(self, jobs: Iterable[SynthesisJob]) -> None:
-        """On the generator thread, after `jobs`' first frames were decoded: before the
-        next step, let their consumers pass them on (`FIRST_FRAME_HANDOVER_S` at most)."""
+    def _await_first_frames_passed_on(self, jobs: list[SynthesisJob]) -> None:
+        """On the generator thread, after `jobs` got their first frames: before the next
+        step, let their consumers pass them on (`FIRST_FRAME_HANDOVER_S` at most)."""
         deadline = time.monotonic() + FIRST_FRAME_HANDOVER_S
         for job in jobs:
-            if job.first_audio_at is not None:  # delivered, not failed
-                job._passed_on.wait(max(0.0, deadline - time.monotonic()))
+            job._passed_on.wait(max(0.0, deadline - time.monotonic()))
 
     def _decode_here(self, job: SynthesisJob, decoder_idle: bool) -> bool:
         """An idle decoder takes any other frame beside the next step, in a batch."""
@@ -544,11 +542,7 @@ class SynthesisWorker:
             if not (everything or self._decoding_due()):
                 return
             batch = self._next_decode_batch(self._turn_run())
-        unheard = {
-            job for job, frame, _ in batch if frame is not None and job.first_audio_at is None
-        }
-        self._decode_batch(batch)
-        self._await_first_frames_passed_on(unheard)
+        self._await_first_frames_passed_on(self._decode_batch(batch))
 
     def _decoding_due(self) -> bool:
         queued = self._queued_frames()
@@ -656,8 +650,10 @@ class SynthesisWorker:
 
     def _decode_batch(
         self, batch: list[tuple[SynthesisJob, LatentFrame | None, Exception | None]]
-    ) -> None:
-        """Decode a batch's frames in one call; then finish the jobs whose end was queued."""
+    ) -> list[SynthesisJob]:
+        """Decode a batch's frames in one call; then finish the jobs whose end was queued.
+        Returns the jobs that got their first audio."""
+        first_heard: list[SynthesisJob] = []
         try:
             queued: dict[SynthesisJob, list[LatentFrame]] = {}
             for job, frame, _ in batch:
@@ -667,7 +663,7 @@ class SynthesisWorker:
                 with job._changed:
                     job._in_decoder -= len(queued.pop(job))
             if queued:
-                self._deliver(queued)
+                first_heard = self._deliver(queued)
             for job, frame, error in batch:
                 if frame is None:
                     job._finish(error)
@@ -675,8 +671,11 @@ class SynthesisWorker:
             with self._wake:
                 self._in_decoding.difference_update(job for job, *_ in batch)
                 self._wake.notify_all()
+        return first_heard
 
-    def _deliver(self, queued: dict[SynthesisJob, list[LatentFrame]]) -> None:
+    def _deliver(self, queued: dict[SynthesisJob, list[LatentFrame]]) -> list[SynthesisJob]:
+        """Decode `queued` and hand each job its audio; returns the jobs heard for the
+        first time."""
         try:
             audio = self.synthesizer.decode([frame for frames in queued.values() for frame in frames])
         except Exception as error:
@@ -684,8 +683,10 @@ class SynthesisWorker:
             for job in queued:
                 job.cancel()
                 job._finish(error)
-            return
+            return []
+        first_heard = [job for job in queued if job.first_audio_at is None]
         start = 0
         for job, frames in queued.items():
             job._push(audio[start : start + len(frames)])
             start += len(frames)
+        return first_heard
