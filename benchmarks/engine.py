@@ -99,7 +99,7 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
 
     def four_paragraphs(started: float) -> tuple[list, list[threading.Thread], list[float]]:
         """Four paragraphs at once, each drained by a listener thread that records its speed."""
-        jobs = [worker.submit(voice, PARAGRAPH, on_ready=worker.wake) for voice in loaded + loaded[:1]]
+        jobs = [worker.submit(voice, PARAGRAPH) for voice in loaded + loaded[:1]]
         speeds: list[float] = []
         threads = [threading.Thread(target=lambda job=job: speeds.append(_drain(job, started)))
                    for job in jobs]

@@ -42,9 +42,6 @@ class RecordingWorker:
         self.jobs.append(job)
         return job
 
-    def wake(self) -> None:
-        self.worker.wake()
-
 
 async def _until(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
@@ -135,9 +132,6 @@ class PacedWorker:
 
     def submit(self, voice, text, options, on_ready) -> PacedJob:
         return PacedJob([self.frame] * len(self.delays), self.delays, on_ready)
-
-    def wake(self) -> None:
-        pass
 
 
 def _speak_once(worker, quantized: bool = False, voice=None, options=None) -> None:

@@ -85,10 +85,29 @@ def test_slow_reader_bounds_buffered_audio(model, voice, take_turns):
         time.sleep(0.5)  # the worker would run on here if it ignored the reader
         assert len(job._frames) == 4 and not job.done
         taken = len(job.take())
-        worker.wake()
         wait_until(lambda: len(job._frames) >= 4 or job.done)
         assert taken == 4
         job.cancel()
+
+
+@both_ways
+def test_taking_frames_resumes_a_job_held_for_its_full_backlog(
+    model, voice, take_turns, monkeypatch
+):
+    """A job skipped for its full backlog goes on as soon as its frames are taken: the
+    worker's idle recheck, here a minute, never comes into it."""
+    monkeypatch.setattr(scheduler, "IDLE_RECHECK_S", 60.0)
+    long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 2)
+    with SynthesisWorker(
+        Synthesizer(model), max_buffered_frames=2, take_turns=take_turns
+    ) as worker:
+        job = worker.submit(voice, long_text, OPTIONS)
+        reader = threading.Thread(target=lambda: list(job.frames()), daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+        finished = job.done
+        job.cancel()
+    assert finished and job.samples >= 24 * model.samples_per_frame
 
 
 @both_ways

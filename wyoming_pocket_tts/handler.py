@@ -171,8 +171,6 @@ class Worker(Protocol):
         self, voice: Any, text: str, options: Any, on_ready: Callable[[], None]
     ) -> SynthesisJob: ...
 
-    def wake(self) -> None: ...
-
 
 @dataclass(frozen=True)
 class HandlerSettings:
@@ -499,7 +497,6 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 finished = job.done  # read before take(): frames precede `done`
                 frames = job.take()
                 if frames:
-                    self._worker.wake()  # the job may have been paused with a full buffer
                     now = loop.time()
                     if report.first_audio is None:
                         report.first_audio = now

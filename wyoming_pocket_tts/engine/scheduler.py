@@ -60,6 +60,9 @@ TURN_RUN_FRAMES = 8
 # float32's memory, at 0.60x the reference's, cannot spare; int8's is at 0.43x.
 INT8_TURN_CALL_FRAMES = 16
 MIN_LEAD_SECONDS = 0.3
+# With nothing to step, the generator thread sleeps until woken (a submission, a
+# cancellation, frames taken) or this long, whichever comes first.
+IDLE_RECHECK_S = 0.05
 # Once a job's first frame is decoded, the generator thread waits (this long at most)
 # for the job's consumer to pass it on (`SynthesisJob.passed_on`) before stepping on.
 # The consumer (the server's event loop) needs Python's lock to take the frame and
@@ -98,9 +101,13 @@ def default_turn_call_frames(quantized: bool) -> int:
 class SynthesisJob:
     """The consumer's handle on one utterance being synthesized by the worker."""
 
-    def __init__(self, utterance: Utterance, on_ready: Callable[[], None] | None):
+    def __init__(
+        self, utterance: Utterance, on_ready: Callable[[], None] | None,
+        resume_worker: Callable[[], None] | None = None,
+    ):
         self._utterance = utterance
         self._on_ready = on_ready
+        self._resume_worker = resume_worker  # a job with a full backlog waits for take()
         self._frames: deque[np.ndarray] = deque()
         self._changed = threading.Condition()
         self._cancelled = threading.Event()
@@ -114,10 +121,18 @@ class SynthesisJob:
         self.samples = 0
 
     def take(self) -> list[np.ndarray]:
-        """All audio frames produced since the last call (possibly none); never blocks."""
+        """All audio frames produced since the last call (possibly none); never blocks.
+
+        Taking frames makes room in the job's backlog, so the worker is woken: a job it
+        skipped as full goes on at once. (Readers that did not wake it waited for the
+        worker's idle recheck: four paragraphs read by `frames()` stalled for 50 ms
+        some twenty times in 12 s, with Mimi's thread idle meanwhile.)
+        """
         with self._changed:
             frames = list(self._frames)
             self._frames.clear()
+        if frames and self._resume_worker is not None:
+            self._resume_worker()
         return frames
 
     def passed_on(self) -> None:
@@ -308,7 +323,9 @@ class SynthesisWorker:
     ) -> SynthesisJob:
         """Queue a text; raises EngineError at once for a text or voice that cannot work,
         and RuntimeError on a worker that is not running (its audio would never come)."""
-        job = SynthesisJob(self.synthesizer.start(voice, text, options), on_ready)
+        job = SynthesisJob(
+            self.synthesizer.start(voice, text, options), on_ready, self._resume_generator
+        )
         with self._wake:
             if self._closing or not all(thread.is_alive() for thread in self._threads):
                 raise RuntimeError(
@@ -322,16 +339,24 @@ class SynthesisWorker:
         self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions()
     ) -> Iterator[np.ndarray]:
         """Audio frames of one text as they are decoded; stops the job if abandoned."""
-        job = self.submit(voice, text, options, on_ready=self.wake)
+        job = self.submit(voice, text, options)
         try:
             yield from job.frames()
         finally:
             job.cancel()
 
     def wake(self) -> None:
-        """Call after taking frames from a job that was full, so the worker resumes it."""
+        """Have the worker look at its jobs again."""
         with self._wake:
             self._wake.notify_all()
+
+    def _resume_generator(self) -> None:
+        """A job's frames were taken (`SynthesisJob.take`): if the generator thread waits
+        for room in a backlog, it looks again. Only then: the decoder thread, woken
+        for nothing, would take a core from the step beside it (see `_to_decoder`)."""
+        with self._wake:
+            if self._generator_waiting:
+                self._wake.notify_all()
 
     @property
     def active_jobs(self) -> int:
@@ -365,7 +390,7 @@ class SynthesisWorker:
                 self._generator_waiting = True
                 if self._decode_queue:  # a decoder holding out for runs: its call is due
                     self._wake.notify_all()
-                self._wake.wait(timeout=0.05)
+                self._wake.wait(timeout=IDLE_RECHECK_S)
                 self._generator_waiting = False
             return None
 
