@@ -505,6 +505,27 @@ def test_mimi_elu_equals_torch_elu_including_extremes():
     torch.testing.assert_close(torch_kernel, F.elu(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("from_exp", [False, True], ids=["torch-kernel", "exp-form"])
+def test_mimi_elu_in_place_gives_the_same_values_in_its_input(from_exp):
+    x = torch.linspace(-8, 8, 4001).view(1, 1, -1)
+    expected = ELU(from_exp=from_exp)(x.clone())
+    overwritten = x.clone()
+    result = ELU(from_exp=from_exp, inplace=True)(overwritten)
+    assert result.data_ptr() == overwritten.data_ptr()
+    torch.testing.assert_close(overwritten, expected, rtol=0, atol=0)
+
+
+def test_mimi_residual_unit_leaves_its_input_alone():
+    """Its first ELU must not overwrite x, which the residual sum adds back."""
+    unit = mimi.ResidualUnit(8, 3, 1, 2, "constant")
+    x = torch.randn(2, 8, 10)
+    kept = x.clone()
+    with torch.inference_mode():
+        y = unit(x)
+    torch.testing.assert_close(x, kept, rtol=0, atol=0)
+    assert not torch.equal(y, x)
+
+
 @pytest.mark.parametrize(
     ("capability", "from_exp"), [("AVX512", False), ("AVX2", True), ("DEFAULT", True)]
 )
