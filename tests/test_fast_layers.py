@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import subprocess
@@ -18,6 +19,8 @@ from tests.support.reference_model import build_model
 from wyoming_pocket_tts.engine import mimi, quantize
 from wyoming_pocket_tts.engine.checkpoint import release_file_pages
 from wyoming_pocket_tts.engine.flow_lm import FlowHead
+from wyoming_pocket_tts.engine.kv_cache import WindowKV
+from wyoming_pocket_tts.engine.layers import Transformer, TransformerLayer
 from wyoming_pocket_tts.engine.mimi import ELU, DecoderBatch
 from wyoming_pocket_tts.engine.model import PocketTTS
 from wyoming_pocket_tts.engine.packed import (
@@ -53,6 +56,30 @@ def test_packed_linear_equals_linear(bias, shape):
     with torch.inference_mode():
         torch.testing.assert_close(PackedLinear(linear)(x), linear(x), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(PackedLinear(linear)(strided), linear(strided), rtol=1e-5, atol=1e-5)
+
+
+@needs_packing
+@pytest.mark.parametrize("shape", [(1, 96), (11, 96), (3, 5, 96)])
+def test_packed_linear_applies_tanh_gelu_in_the_product(shape):
+    linear = nn.Linear(96, 80)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        fused = PackedLinear(linear)(x, gelu_tanh=True)
+        expected = F.gelu(linear(x), approximate="tanh")
+    torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_packing
+def test_a_packed_transformer_layer_equals_the_plain_one():
+    """Its feed-forward's GELU then runs inside linear1's product."""
+    plain = Transformer([TransformerLayer(64, 4, 128, 10_000.0, layer_scale=True)], context=10)
+    packed = copy.deepcopy(plain)
+    pack_linears(packed)
+    assert isinstance(packed.layers[0].linear1, PackedLinear)
+    x = torch.randn(2, 5, 64)
+    with torch.inference_mode():
+        outputs = [stack(x, WindowKV(1, 4, 16, 10, 2)) for stack in (plain, packed)]
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
 
 
 @needs_packing
