@@ -123,7 +123,9 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
     pieces: list[tuple[int, int]] = []  # (streams, frames of each)
 
     def count_rows(_, inputs):
-        pieces.append((inputs[0].shape[0], inputs[0].shape[-1] // steps_per_frame))
+        layers = inputs[2] if len(inputs) > 2 else slice(None)
+        if not layers.start:  # the calls that begin at the decoder's input, not its tail's
+            pieces.append((inputs[0].shape[0], inputs[0].shape[-1] // steps_per_frame))
 
     hook = model.mimi.decoder.register_forward_pre_hook(count_rows)
     mimi, generator = model.mimi, torch.Generator().manual_seed(5)
@@ -145,6 +147,26 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
     assert sum(streams * frames for streams, frames in pieces) == 9 + 27 + 27  # each once
     torch.testing.assert_close(one_run, frame_by_frame[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(batched, torch.cat(frame_by_frame), atol=1e-5, rtol=0)
+
+
+def test_a_mimi_call_finished_after_the_next_one_began_sounds_the_same(model):
+    """The worker's generator thread runs the decoder's last layers of a call while the
+    decoder thread starts the next one: the halves share no state, so the audio is
+    one pass's."""
+    from wyoming_pocket_tts.engine.mimi import DecoderBatch
+
+    mimi = model.mimi
+    latents = torch.randn(2, 8, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(9))
+    with torch.inference_mode():
+        whole = mimi.decode(latents, DecoderBatch([mimi.new_decoder_state() for _ in range(2)]))
+        streams = DecoderBatch([mimi.new_decoder_state() for _ in range(2)])
+        first = mimi.decode_head(latents[:, :3], streams, tail_layers=2)
+        second = mimi.decode_head(latents[:, 3:], streams, tail_layers=2)
+        split = torch.cat([
+            mimi.decode_tail(first, streams, tail_layers=2),
+            mimi.decode_tail(second, streams, tail_layers=2),
+        ], dim=-1)
+    torch.testing.assert_close(split, whole, atol=1e-5, rtol=0)
 
 
 def test_streams_decoded_together_sound_as_if_alone(model):

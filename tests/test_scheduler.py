@@ -259,13 +259,13 @@ def test_a_slow_decoder_gets_runs_of_every_job_and_each_sounds_as_if_alone(
     and every job sounds as if alone."""
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
-    decode = synthesizer.decode
+    start_decoding = synthesizer.start_decoding
 
-    def slow_decode(frames):
+    def slow_decode(frames, tail_layers=0):
         time.sleep(0.02 * len(frames))
-        return decode(frames)
+        return start_decoding(frames, tail_layers)
 
-    monkeypatch.setattr(synthesizer, "decode", slow_decode)
+    monkeypatch.setattr(synthesizer, "start_decoding", slow_decode)
     options = dataclasses.replace(OPTIONS, max_frames_per_chunk=40)  # past the first lead
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, options))) for t in TEXTS]
     with SynthesisWorker(
@@ -279,6 +279,31 @@ def test_a_slow_decoder_gets_runs_of_every_job_and_each_sounds_as_if_alone(
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
     calls = [frames for name, _, frames in decodes if name == "mimi"]
     assert max(calls) >= DECODE_FRAMES_PER_JOB * len(TEXTS)
+
+
+def test_side_by_side_the_generator_finishes_the_decoders_calls(model, voice, monkeypatch):
+    """Mimi's thread stops its calls before the decoder's last layers and the generator
+    thread runs them, in order: every job still sounds as if alone, and ends after
+    all its audio."""
+    synthesizer = Synthesizer(model)
+    finished_on = []
+    finish_decoding = synthesizer.finish_decoding
+
+    def recording_finish(part):
+        finished_on.append((threading.current_thread().name, part.tail_layers))
+        return finish_decoding(part)
+
+    monkeypatch.setattr(synthesizer, "finish_decoding", recording_finish)
+    options = dataclasses.replace(OPTIONS, max_frames_per_chunk=24)
+    alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, options))) for t in TEXTS]
+    with SynthesisWorker(synthesizer, take_turns=False) as worker:
+        jobs = [worker.submit(voice, text, options) for text in TEXTS]
+        with ThreadPoolExecutor(len(jobs)) as listeners:
+            together = list(listeners.map(lambda job: np.concatenate(list(job.frames())), jobs))
+    for expected, actual in zip(alone, together, strict=True):
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
+    tails = {name for name, layers in finished_on if layers == scheduler.GENERATOR_TAIL_LAYERS}
+    assert tails == {"flowlm"}
 
 
 def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
@@ -297,13 +322,13 @@ def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
 def record_decodes(synthesizer, monkeypatch) -> list[tuple[str, int, int]]:
     """Each Mimi call from now on: (thread name, torch's thread count, frames)."""
     seen = []
-    decode = synthesizer.decode
+    start_decoding = synthesizer.start_decoding
 
-    def recording_decode(frames):
+    def recording_decode(frames, tail_layers=0):
         seen.append((threading.current_thread().name, torch.get_num_threads(), len(frames)))
-        return decode(frames)
+        return start_decoding(frames, tail_layers)
 
-    monkeypatch.setattr(synthesizer, "decode", recording_decode)
+    monkeypatch.setattr(synthesizer, "start_decoding", recording_decode)
     return seen
 
 
@@ -351,16 +376,17 @@ def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
         return step(latents, caches, prefix)
 
     monkeypatch.setattr(model.flow_lm, "step", ordered_step)
-    decode, decoding, release = synthesizer.decode, threading.Event(), threading.Event()
+    start_decoding = synthesizer.start_decoding
+    decoding, release = threading.Event(), threading.Event()
 
-    def held_decode(frames):
+    def held_decode(frames, tail_layers=0):
         if threading.current_thread().name == "mimi":
             decoding.set()
             release.wait(timeout=60)
         order.append(f"decode of {len(frames)} on {threading.current_thread().name}")
-        return decode(frames)
+        return start_decoding(frames, tail_layers)
 
-    monkeypatch.setattr(synthesizer, "decode", held_decode)
+    monkeypatch.setattr(synthesizer, "start_decoding", held_decode)
     with SynthesisWorker(
         synthesizer, prompt_threads=3, threads_per_stage=1, take_turns=False
     ) as worker:
@@ -394,7 +420,7 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     monkeypatch.setattr(scheduler, "TURN_RUN_FRAMES", 10**6)  # queued until the turns end
     synthesizer = Synthesizer(model)
     events = []
-    step, decode = model.flow_lm.step, synthesizer.decode
+    step, start_decoding = model.flow_lm.step, synthesizer.start_decoding
     armed, paused, resume = threading.Event(), threading.Event(), threading.Event()
 
     def recording_step(latents, caches, prefix=None):
@@ -405,12 +431,12 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
             resume.wait(timeout=60)
         return step(latents, caches, prefix)
 
-    def recording_decode(frames):
+    def recording_decode(frames, tail_layers=0):
         events.append((threading.current_thread().name, torch.get_num_threads(), len(frames)))
-        return decode(frames)
+        return start_decoding(frames, tail_layers)
 
     monkeypatch.setattr(model.flow_lm, "step", recording_step)
-    monkeypatch.setattr(synthesizer, "decode", recording_decode)
+    monkeypatch.setattr(synthesizer, "start_decoding", recording_decode)
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 3)
     with SynthesisWorker(
         synthesizer, max_buffered_frames=10**6, prompt_threads=3, take_turns=True

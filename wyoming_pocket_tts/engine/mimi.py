@@ -269,8 +269,11 @@ class SEANet(nn.Module):
         super().__init__()
         self.model = nn.ModuleList(layers)
 
-    def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
-        for layer in self.model:
+    def forward(
+        self, x: torch.Tensor, state: Streams | None = None, layers: slice = slice(None)
+    ) -> torch.Tensor:
+        """Run the sequence, or only its `layers` (a decode split between threads)."""
+        for layer in self.model[layers]:
             x = layer(x) if isinstance(layer, ELU) else layer(x, state)
         return x
 
@@ -404,15 +407,33 @@ class Mimi(nn.Module):
 
         One stream (`DecoderState`, B = 1), or one stream per row (`DecoderBatch`).
         """
+        return self.decode_tail(self.decode_head(latents, state), state)
+
+    def decode_head(
+        self, latents: torch.Tensor, state: Streams, tail_layers: int = 0
+    ) -> list[torch.Tensor]:
+        """`decode` but for the decoder's last `tail_layers` layers: its activations
+        there, in pieces of `DECODER_FRAMES_PER_PIECE` frames, for `decode_tail`.
+
+        The two halves touch different parts of a stream's state, so one thread can
+        run a call's tail while another runs the next call's head, as long as the
+        tails come in order.
+        """
         x = self.quantizer.output_proj(latents.transpose(1, 2))
         x = self.upsample.convtr(x, state)
         x = self.decoder_transformer(x, state.transformer_window)
         piece = DECODER_FRAMES_PER_PIECE * (x.shape[-1] // latents.shape[1])
-        if x.shape[-1] <= piece:
-            return self.decoder(x, state)
+        head = slice(len(self.decoder.model) - tail_layers)
         # The convolutions carry their past from piece to piece, as from call to call.
-        pieces = [self.decoder(part, state) for part in x.split(piece, dim=-1)]
-        return torch.cat(pieces, dim=-1)
+        return [self.decoder(part, state, head) for part in x.split(piece, dim=-1)]
+
+    def decode_tail(
+        self, pieces: list[torch.Tensor], state: Streams, tail_layers: int = 0
+    ) -> torch.Tensor:
+        """The decoder's last `tail_layers` layers over `decode_head`'s pieces -> audio."""
+        tail = slice(len(self.decoder.model) - tail_layers, None)
+        audio = [self.decoder(piece, state, tail) for piece in pieces]
+        return audio[0] if len(audio) == 1 else torch.cat(audio, dim=-1)
 
     def voice_encoder_parts(self) -> list[nn.Module]:
         """The modules only `encode` uses (voice cloning)."""

@@ -88,6 +88,17 @@ class LatentFrame:
     starts_chunk: bool
 
 
+@dataclass
+class PartlyDecoded:
+    """A Mimi call stopped before its last layers (`Synthesizer.start_decoding`)."""
+
+    frames: list[LatentFrame]
+    # Streams decoded together: their runs (indices into `frames`), their batch, and
+    # the activations before the last `tail_layers` layers, in pieces.
+    groups: list[tuple[list[list[int]], DecoderState | DecoderBatch, list[torch.Tensor]]]
+    tail_layers: int
+
+
 class Utterance:
     """One text being spoken with one voice.
 
@@ -256,7 +267,6 @@ class Synthesizer:
                 frames[id(group[i])] = group[i]._emit(latent)
         return [frames.get(id(u)) for u in utterances]
 
-    @torch.inference_mode()
     def decode(self, frames: Sequence[LatentFrame]) -> list[np.ndarray]:
         """Mimi-decode frames of any utterances (each one's in order); audio per frame.
 
@@ -265,18 +275,39 @@ class Synthesizer:
         frames each are decoded together as one batch (concurrent requests). Either
         way each stream's audio is what decoding it alone would give.
         """
+        return self.finish_decoding(self.start_decoding(frames))
+
+    @torch.inference_mode()
+    def start_decoding(self, frames: Sequence[LatentFrame], tail_layers: int = 0) -> PartlyDecoded:
+        """`decode` up to Mimi's last `tail_layers` layers; `finish_decoding` runs them.
+
+        The two may run on different threads, one call's finish beside the next one's
+        start, as long as the calls of a stream are finished in order.
+        """
         runs: dict[int, list[int]] = {}  # per decoder stream: indices into `frames`
         for index, frame in enumerate(frames):
             runs.setdefault(id(frame.decoder), []).append(index)
         same_length: dict[int, list[list[int]]] = {}
         for run in runs.values():
             same_length.setdefault(len(run), []).append(run)
-        audio: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(frames)
+        groups = []
         for group in same_length.values():
             latents = torch.stack([torch.cat([frames[i].latent for i in run]) for run in group])
             states = [frames[run[0]].decoder for run in group]
             streams = states[0] if len(states) == 1 else DecoderBatch(states)
-            for run, samples in zip(group, self.model.mimi.decode(latents, streams)[:, 0], strict=True):
+            groups.append(
+                (group, streams, self.model.mimi.decode_head(latents, streams, tail_layers))
+            )
+        return PartlyDecoded(list(frames), groups, tail_layers)
+
+    @torch.inference_mode()
+    def finish_decoding(self, part: PartlyDecoded) -> list[np.ndarray]:
+        """The rest of `start_decoding`'s call: audio per frame."""
+        frames = part.frames
+        audio: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(frames)
+        for group, streams, pieces in part.groups:
+            decoded = self.model.mimi.decode_tail(pieces, streams, part.tail_layers)
+            for run, samples in zip(group, decoded[:, 0], strict=True):
                 if frames[run[0]].starts_chunk:
                     samples[: self._fade.numel()] *= self._fade
                 for index, piece in zip(run, samples.numpy().reshape(len(run), -1), strict=True):
