@@ -6,10 +6,12 @@ the cost, are read once for all), so a short answer is never stuck behind a long
 one. The decoder thread turns those latents into audio with Mimi: everything queued
 since its last call goes in one call, the frames of each job together and the jobs
 as rows of a batch, and it waits for a run of frames of every job unless a listener
-needs audio now. On two cores the halves overlap, and model code never runs on
-the caller's thread (for the server: never on the event loop). While at most a
-few jobs are active, the stages can instead take turns on the generator thread,
-each on every core (`SynthesisWorker` says when that pays). What a new request's
+needs audio now; the last layers of each such call run on the generator thread,
+between its steps: with several jobs it has time to spare while Mimi's thread is
+the bound (`GENERATOR_TAIL_LAYERS`). On two cores the halves overlap, and model
+code never runs on the caller's thread (for the server: never on the event loop).
+While at most a few jobs are active, the stages can instead take turns on the
+generator thread, each on every core (`SynthesisWorker` says when that pays). What a new request's
 listener waits for, its text prompt's pass and then the decoding of its first
 frame, runs on the generator thread before anything else, and on every core: the
 decoder thread starts no call meanwhile unless another listener is short of audio
