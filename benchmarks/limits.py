@@ -381,8 +381,9 @@ def report(model: str, rates: dict, reference: dict, ours: dict, plain_mb: float
 def four_stream_round_ms(step: float, frame_row: float, mimi_split: bool) -> float:
     """The least wall time in which the two stages' threads can make a frame of every stream.
 
-    As the worker runs them, Mimi's thread decodes every frame: a round takes at least
-    the FlowLM step and at least every stream's Mimi frame. Were Mimi's work split
+    As the worker runs them, Mimi's thread decodes every frame (all but its last two
+    layers, a few percent, which FlowLM's thread runs): a round takes at least the
+    FlowLM step and at least every stream's Mimi frame. Were Mimi's work split
     between the threads (`mimi_split`; none of the ways tried paid, see
     docs/performance.md), the Mimi thread still could not take a FlowLM step: at
     least the step, and at least half the two stages' work.
