@@ -63,9 +63,9 @@ def test_concurrent_jobs_sound_as_if_alone(model, voice, take_turns):
 def test_short_request_is_not_stuck_behind_a_long_one(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
     with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
-        long_job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
+        long_job = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: long_job.samples > 0)
-        short_job = worker.submit(voice, "Hi.", OPTIONS, on_ready=worker.wake)
+        short_job = worker.submit(voice, "Hi.", OPTIONS)
         consumer = threading.Thread(target=lambda: list(long_job.frames()))
         consumer.start()
         short_frames = list(short_job.frames())
@@ -80,7 +80,7 @@ def test_slow_reader_bounds_buffered_audio(model, voice, take_turns):
     with SynthesisWorker(
         Synthesizer(model), max_buffered_frames=4, take_turns=take_turns
     ) as worker:
-        job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
+        job = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: len(job._frames) >= 4)
         time.sleep(0.5)  # the worker would run on here if it ignored the reader
         assert len(job._frames) == 4 and not job.done
@@ -114,7 +114,7 @@ def test_taking_frames_resumes_a_job_held_for_its_full_backlog(
 def test_cancelled_job_ends_and_worker_goes_idle(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
     with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
-        job = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
+        job = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: job.samples > 0)
         job.cancel()
         wait_until(lambda: job.done)
@@ -272,7 +272,7 @@ def test_a_slow_decoder_gets_runs_of_every_job_and_each_sounds_as_if_alone(
         synthesizer, max_buffered_frames=8, prompt_threads=2, threads_per_stage=1,
         take_turns=False
     ) as worker:
-        jobs = [worker.submit(voice, text, options, on_ready=worker.wake) for text in TEXTS]
+        jobs = [worker.submit(voice, text, options) for text in TEXTS]
         with ThreadPoolExecutor(len(jobs)) as listeners:
             together = list(listeners.map(lambda job: np.concatenate(list(job.frames())), jobs))
     for expected, actual in zip(alone, together, strict=True):
@@ -390,10 +390,10 @@ def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
     with SynthesisWorker(
         synthesizer, prompt_threads=3, threads_per_stage=1, take_turns=False
     ) as worker:
-        first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS, on_ready=worker.wake)
+        first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
         assert decoding.wait(timeout=60)
         order.clear()
-        second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
+        second = worker.submit(voice, "Good morning!", OPTIONS)
         try:
             wait_until(lambda: second.samples > 0, timeout=30)
         finally:
@@ -441,13 +441,13 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     with SynthesisWorker(
         synthesizer, max_buffered_frames=10**6, prompt_threads=3, take_turns=True
     ) as worker:
-        first = worker.submit(voice, long_text, OPTIONS, on_ready=worker.wake)
+        first = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: len(worker._decode_queue) >= 2)
         armed.set()
         assert paused.wait(timeout=60)
         assert len(worker._decode_queue) >= 2
         events.clear()
-        second = worker.submit(voice, "Good morning!", OPTIONS, on_ready=worker.wake)
+        second = worker.submit(voice, "Good morning!", OPTIONS)
         resume.set()
         for job in (first, second):
             assert sum(frame.shape[0] for frame in job.frames()) > 0
@@ -538,9 +538,9 @@ def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(
     texts = [" ".join(["The quick brown fox jumps over the lazy dog."] * 3), "Good morning!"]
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
     with SynthesisWorker(synthesizer, take_turns=True) as worker:
-        first = worker.submit(voice, texts[0], OPTIONS, on_ready=worker.wake)
+        first = worker.submit(voice, texts[0], OPTIONS)
         wait_until(lambda: first.samples > 0)
-        second = worker.submit(voice, texts[1], OPTIONS, on_ready=worker.wake)
+        second = worker.submit(voice, texts[1], OPTIONS)
         together = [np.concatenate(list(job.frames())) for job in (first, second)]
     for expected, actual in zip(alone, together, strict=True):
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
@@ -567,7 +567,7 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
     with SynthesisWorker(Synthesizer(model), take_turns=True) as worker:
         frames = len(list(worker.stream(voice, text, OPTIONS)))
     assert frames > 4 * TURN_RUN_FRAMES
-    # Woken by the start, each Mimi call (its listener's callback) and the end only.
+    # Woken by the start and the end, and by frames taken while the generator waits.
     assert len(checks_on_decoder_thread) < frames / 2
 
 

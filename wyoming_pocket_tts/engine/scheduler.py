@@ -11,11 +11,12 @@ between its steps: with several jobs it has time to spare while Mimi's thread is
 the bound (`GENERATOR_TAIL_LAYERS`). On two cores the halves overlap, and model
 code never runs on the caller's thread (for the server: never on the event loop).
 While at most a few jobs are active, the stages can instead take turns on the
-generator thread, each on every core (`SynthesisWorker` says when that pays). What a new request's
-listener waits for, its text prompt's pass and then the decoding of its first
-frame, runs on the generator thread before anything else, and on every core: the
-decoder thread starts no call meanwhile unless another listener is short of audio
-(a call under way, or such a call, leaves the generator its own core). Every core
+generator thread, each on every core (`SynthesisWorker` says when that pays).
+What a new request's listener waits for, its text prompt's pass and then the
+decoding of its first frame, runs on the generator thread before anything else,
+and on every core: the decoder thread starts no call meanwhile unless another
+listener is short of audio (a call under way, or such a call, leaves the generator
+its own core). Every core
 means all of them only if no other long-lived thread of the process ran torch on
 several cores (load the model and voices with `threads.run_on_own_thread`; the
 reason is in threads.py). Until a listener has some audio in hand, its frames also
@@ -363,11 +364,6 @@ class SynthesisWorker:
             yield from job.frames()
         finally:
             job.cancel()
-
-    def wake(self) -> None:
-        """Have the worker look at its jobs again."""
-        with self._wake:
-            self._wake.notify_all()
 
     def _resume_generator(self) -> None:
         """A job's frames were taken (`SynthesisJob.take`): if the generator thread waits
