@@ -17,7 +17,6 @@ from wyoming_pocket_tts.engine import scheduler
 from wyoming_pocket_tts.engine.scheduler import (
     DECODE_FRAMES_PER_JOB,
     INT8_TURN_CALL_FRAMES,
-    INT8_TURN_MAX_JOBS,
     MIN_LEAD_SECONDS,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
@@ -512,11 +511,15 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     assert TURN_RUN_FRAMES < max(frames for _, _, frames in decodes) <= 2 * TURN_RUN_FRAMES
 
 
-@pytest.mark.parametrize("capability", ["AVX512", "AVX2", "DEFAULT"])
-def test_stages_take_turns_for_few_jobs_whatever_the_cpu(monkeypatch, capability):
+@pytest.mark.parametrize(
+    ("capability", "float32", "int8"),
+    [("AVX512", TURN_MAX_JOBS, 1), ("AVX2", 1, 0), ("DEFAULT", TURN_MAX_JOBS, 1)],
+)
+def test_how_many_jobs_take_turns_follows_the_cpu(monkeypatch, capability, float32, int8):
+    """AVX2 kernels: one float32 job takes turns, int8 never; elsewhere a few jobs do."""
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert default_turn_max_jobs(quantized=False) == TURN_MAX_JOBS
-    assert default_turn_max_jobs(quantized=True) == INT8_TURN_MAX_JOBS == 1
+    assert default_turn_max_jobs(quantized=False) == float32
+    assert default_turn_max_jobs(quantized=True) == int8
 
 
 def test_only_int8_has_a_job_alone_wait_for_longer_runs():

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import torch
 
 from .synthesizer import GenerationOptions, LatentFrame, PartlyDecoded, Synthesizer, Utterance
 from .threads import available_cores, intra_op_threads, use_cores
@@ -103,10 +104,18 @@ TURN_MAX_JOBS = 3
 # With int8 FlowLM, whose step gains less from a second core, the stages take turns for
 # one job at most (see `SynthesisWorker`).
 INT8_TURN_MAX_JOBS = 1
+# Where PyTorch runs AVX2 kernels (no AVX-512), the stages take turns for one float32
+# job only, and never with int8 FlowLM (see `SynthesisWorker`).
+AVX2_TURN_MAX_JOBS = 1
+AVX2_INT8_TURN_MAX_JOBS = 0
 
 
 def default_turn_max_jobs(quantized: bool) -> int:
-    """Up to how many active jobs the stages take turns by default (0: never)."""
+    """Up to how many active jobs the stages take turns by default (0: never): by
+    FlowLM's weights and the CPU's vector kernels. ARM keeps the AVX-512 figures:
+    neither way has been measured there."""
+    if torch.backends.cpu.get_cpu_capability() == "AVX2":
+        return AVX2_INT8_TURN_MAX_JOBS if quantized else AVX2_TURN_MAX_JOBS
     return INT8_TURN_MAX_JOBS if quantized else TURN_MAX_JOBS
 
 
@@ -259,7 +268,14 @@ class SynthesisWorker:
     rounds of four), but a request coming meanwhile then waited 150-190 ms for its
     first audio in two rounds of six (behind a run of both jobs' frames; 51-72 ms side
     by side); three were level (7.15x against 7.24x), four faster side by side (9.19x
-    against 8.33x). Hence `default_turn_max_jobs`.
+    against 8.33x). Those were the CPU's AVX-512 kernels. On an AMD EPYC with AVX2
+    only (Zen 3, 2026-12-05; one paragraph a job, alternating in one process), side
+    by side won for one int8 job (7.21x against 6.17x real time, ahead in eight rounds
+    of eight; the version of 11-30, with more than twice this one's fixed costs a step, had
+    measured the opposite on another AVX2 EPYC) and for two float32 jobs (8.21x
+    against 7.35x, six of six); three were level (8.52x against 8.34x), and taking
+    turns kept a small lead for one float32 job (5.26x against 5.14x, seven of ten).
+    Hence `default_turn_max_jobs`.
 
     Side by side, Mimi is the slower stage when FlowLM is int8 or several jobs share
     each step, and a Mimi frame costs less the more frames go in a call (four int8
