@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # Names, not torch's dtypes: importing torch here would load it in the benchmarks'
 # children before our engine's package has set MKL's and PyTorch's allocation
-# settings, which they read as torch loads (engine/allocator.py).
+# settings, which they read as torch loads (engine/cpu/allocator.py).
 WEIGHT_DTYPES = ("bfloat16", "float32")
 
 

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
+
 ENGINES = ("reference", "ours", "ours-int8")
 FIRST_AUDIO_SAMPLES = 5
 NEWCOMER_AFTER_SECONDS = 3.0  # the four streams are well under way by then
@@ -69,15 +70,15 @@ def _peak_rss_mb() -> float:
 
 
 def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
-    from wyoming_pocket_tts.engine.allocator import choose_arenas
-    from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
-    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
-    from wyoming_pocket_tts.engine.threads import run_on_own_thread
+    from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
+    from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     choose_arenas(quantize)  # as the server does, before its first thread
     started = time.perf_counter()
-    # Loaded as the server loads: on a thread that ends with it (see engine/threads.py).
+    # Loaded as the server loads: on a thread that ends with it (see engine/cpu/threads.py).
     model = run_on_own_thread(PocketTTS.load, config, quantize=quantize)
     startup = time.perf_counter() - started
     loaded = run_on_own_thread(lambda: [model.voice_from_audio(v) for v in voices])
@@ -171,8 +172,8 @@ def _int8_error(config: Path, quantized, voice, frames: int = 40) -> dict[str, f
 
     import torch
 
-    from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     reference = PocketTTS.load(config)
     (chunk,) = Synthesizer(reference).chunks(SHORT)

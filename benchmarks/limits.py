@@ -43,7 +43,7 @@ from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, c
 from benchmarks.engine import PARAGRAPH, _machine, run_child
 from tests.support.reference_model import FRAME_SAMPLES
 from tests.support.voices_audio import write_voice_wav
-from wyoming_pocket_tts.engine.scheduler import TURN_RUN_FRAMES
+from wyoming_pocket_tts.engine.runtime.scheduler import TURN_RUN_FRAMES
 
 STEPS = 40  # FlowLM steps timed per round (median), after a few untimed
 MIMI_FRAMES_PER_CALL = TURN_RUN_FRAMES  # as when the stages take turns (float32)
@@ -99,7 +99,7 @@ def _timed_together(stages: list, counts: list[int], cores: int) -> list[float]:
     """
     import torch
 
-    from wyoming_pocket_tts.engine.threads import use_cores
+    from wyoming_pocket_tts.engine.cpu.threads import use_cores
 
     start = threading.Barrier(len(stages))
     lock = threading.Lock()
@@ -152,11 +152,11 @@ def run_reference(configs: dict[str, str], voice: Path) -> dict:
 def run_ours(configs: dict[str, str], voice: Path) -> dict:
     import torch
 
-    from wyoming_pocket_tts.engine.mimi import DecoderBatch
-    from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
-    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
-    from wyoming_pocket_tts.engine.threads import available_cores, run_on_own_thread, use_cores
+    from wyoming_pocket_tts.engine.cpu.threads import available_cores, run_on_own_thread, use_cores
+    from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     cores = available_cores()
 
@@ -262,11 +262,11 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
 def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
     """Weights a FlowLM step reads as our engine holds them: without `--quantize`, its
     linear layers' weights in float16 where the file stores bfloat16 (which float16
-    holds exactly; engine/quantize.py), the rest in float32; with it (x86), the
+    holds exactly; engine/cpu/quantize.py), the rest in float32; with it (x86), the
     transformer's products in int8 and the flow head's in float16.
 
     The transformer and the flow head are read whole every step; the flow head's
-    time embeddings are computed once (engine/flow_lm.py), so they are not counted.
+    time embeddings are computed once (engine/model/flow_lm.py), so they are not counted.
     """
     from safetensors import safe_open
 
@@ -290,8 +290,8 @@ def machine_rates() -> dict:
     import torch
     from torch import nn
 
-    from wyoming_pocket_tts.engine.packed import PackedLinear, packing_supported
-    from wyoming_pocket_tts.engine.threads import available_cores
+    from wyoming_pocket_tts.engine.cpu.packed import PackedLinear, packing_supported
+    from wyoming_pocket_tts.engine.cpu.threads import available_cores
 
     def best(work) -> float:
         work()

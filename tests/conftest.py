@@ -67,7 +67,7 @@ def other_voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def model(tiny_model: BuiltModel):
     """Our engine loaded with the tiny model (shared: tests must not modify it)."""
-    from wyoming_pocket_tts.engine.model import PocketTTS
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 
     return PocketTTS.load(tiny_model.config_path)
 

@@ -1,5 +1,5 @@
 """A float32 model makes the C allocator keep one heap for all threads, and the engine has
-PyTorch put large tensors in 2 MB pages and MKL free its buffers (see engine/allocator.py)."""
+PyTorch put large tensors in 2 MB pages and MKL free its buffers (see engine/cpu/allocator.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_pocket_tts.engine.allocator import HUGE_PAGES_VARIABLE, MKL_BUFFERS_VARIABLE
+from wyoming_pocket_tts.engine.cpu.allocator import HUGE_PAGES_VARIABLE, MKL_BUFFERS_VARIABLE
 
 glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
@@ -25,7 +25,7 @@ COUNT_HEAPS = textwrap.dedent(
     """
     import ctypes, os, tempfile, threading
     import torch
-    from wyoming_pocket_tts.engine import allocator
+    from wyoming_pocket_tts.engine.cpu import allocator
     if os.environ.get("FLOAT32"):
         allocator.choose_arenas(quantized=os.environ["FLOAT32"] == "0")
 

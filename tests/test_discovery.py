@@ -15,7 +15,7 @@ import pytest
 from zeroconf import IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
-from wyoming_pocket_tts.discovery import (
+from wyoming_pocket_tts.server.discovery import (
     SERVICE_TYPE,
     announce_addresses,
     lan_addresses,
@@ -153,7 +153,7 @@ def test_no_multicast_is_a_warning_not_a_crash(caplog: pytest.LogCaptureFixture)
     # An interface address this machine does not have: joining the mDNS group fails,
     # as it does on a network or in a container without multicast.
     _needs_lan_address()
-    caplog.set_level(logging.WARNING, logger="wyoming_pocket_tts.discovery")
+    caplog.set_level(logging.WARNING, logger="wyoming_pocket_tts.server.discovery")
     handle = asyncio.run(register_zeroconf(None, "0.0.0.0", 10237, ["203.0.113.7"]))
     assert handle is None
     assert "could not announce" in caplog.text
@@ -161,6 +161,6 @@ def test_no_multicast_is_a_warning_not_a_crash(caplog: pytest.LogCaptureFixture)
 
 
 def test_nothing_to_announce_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="wyoming_pocket_tts.discovery")
+    caplog.set_level(logging.WARNING, logger="wyoming_pocket_tts.server.discovery")
     assert asyncio.run(register_zeroconf(None, "127.0.0.1", 10238, LOOPBACK_ONLY)) is None
     assert "no network address" in caplog.text

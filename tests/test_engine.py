@@ -18,8 +18,12 @@ from tests.support.reference_model import (
     reference_voice_state,
 )
 from tests.support.voices_audio import write_voice_wav
-from wyoming_pocket_tts.engine import kv_cache
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, LatentFrame, Synthesizer
+from wyoming_pocket_tts.engine.model import kv_cache
+from wyoming_pocket_tts.engine.runtime.synthesizer import (
+    GenerationOptions,
+    LatentFrame,
+    Synthesizer,
+)
 
 DETERMINISTIC = GenerationOptions(temperature=0.0, max_frames_per_chunk=10)
 LONG_TEXT = (
@@ -116,7 +120,7 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
     """A long run, of one stream or several, reaches the 24 kHz convolutions in pieces of
     a few frames a stream (their activations are the decoder's largest), with the audio
     of one pass."""
-    from wyoming_pocket_tts.engine.mimi import DECODER_FRAMES_PER_PIECE, DecoderBatch
+    from wyoming_pocket_tts.engine.model.mimi import DECODER_FRAMES_PER_PIECE, DecoderBatch
 
     mimi_config = model.config.mimi  # the convolutions' input: encoder_frame_rate steps a second
     steps_per_frame = int(mimi_config.encoder_frame_rate / mimi_config.frame_rate)
@@ -153,7 +157,7 @@ def test_a_mimi_call_finished_after_the_next_one_began_sounds_the_same(model):
     """The worker's generator thread runs the decoder's last layers of a call while the
     decoder thread starts the next one: the halves share no state, so the audio is
     one pass's."""
-    from wyoming_pocket_tts.engine.mimi import DecoderBatch
+    from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
 
     mimi = model.mimi
     latents = torch.randn(2, 8, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(9))
@@ -257,7 +261,7 @@ def test_server_loads_scipy_only_for_a_voice_that_needs_resampling(tmp_path):
     code = (
         "import sys; from pathlib import Path\n"
         "import wyoming_pocket_tts.__main__, wyoming_pocket_tts.commands.serve\n"
-        "from wyoming_pocket_tts.engine.audio import prepare_prompt, read_audio\n"
+        "from wyoming_pocket_tts.engine.model.audio import prepare_prompt, read_audio\n"
         f"prepare_prompt(*read_audio(Path({str(path)!r})), 24000)\n"
         "print('scipy' in sys.modules)\n"
     )

@@ -23,8 +23,8 @@ from wyoming_pocket_tts.engine.errors import (
     TokenizerError,
     VoiceError,
 )
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 
 
 def _with_weights(tiny_model: BuiltModel, tmp_path: Path, edit) -> Path:

@@ -16,14 +16,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from tests.support.reference_model import build_model
-from wyoming_pocket_tts.engine import mimi, quantize
-from wyoming_pocket_tts.engine.checkpoint import release_file_pages
-from wyoming_pocket_tts.engine.flow_lm import FlowHead
-from wyoming_pocket_tts.engine.kv_cache import WindowKV
-from wyoming_pocket_tts.engine.layers import Transformer, TransformerLayer
-from wyoming_pocket_tts.engine.mimi import ELU, DecoderBatch
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.packed import (
+from wyoming_pocket_tts.engine.cpu import quantize
+from wyoming_pocket_tts.engine.cpu.packed import (
     ROW_STEP,
     PackedConv1d,
     PackedLinear,
@@ -33,13 +27,20 @@ from wyoming_pocket_tts.engine.packed import (
     padded_rows,
     same_layout,
 )
-from wyoming_pocket_tts.engine.quantize import (
+from wyoming_pocket_tts.engine.cpu.quantize import (
     PrepackedLinear,
     half_weights_supported,
     int8_backend,
 )
-from wyoming_pocket_tts.engine.scheduler import SynthesisWorker, default_turn_max_jobs
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.model import mimi
+from wyoming_pocket_tts.engine.model.checkpoint import release_file_pages
+from wyoming_pocket_tts.engine.model.flow_lm import FlowHead
+from wyoming_pocket_tts.engine.model.kv_cache import WindowKV
+from wyoming_pocket_tts.engine.model.layers import Transformer, TransformerLayer
+from wyoming_pocket_tts.engine.model.mimi import ELU, DecoderBatch
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker, default_turn_max_jobs
+from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 
 needs_packing = pytest.mark.skipif(not packing_supported(), reason="oneDNN packing unsupported here")
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=8)
@@ -452,7 +453,7 @@ def test_text_prompts_of_any_length_meet_few_matrix_shapes():
 ROW_COUNTS_PROGRAM = """
 import torch
 from torch import nn
-from wyoming_pocket_tts.engine.packed import EXACT_ROWS, ROW_STEP, PackedLinear
+from wyoming_pocket_tts.engine.cpu.packed import EXACT_ROWS, ROW_STEP, PackedLinear
 
 def resident_mb():
     with open("/proc/self/status") as status:

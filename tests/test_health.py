@@ -13,7 +13,7 @@ from wyoming.event import Event
 from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.server import AsyncEventHandler, AsyncServer
 
-from wyoming_pocket_tts.health import check_health, default_uri, probe_server
+from wyoming_pocket_tts.server.health import check_health, default_uri, probe_server
 
 ATTRIBUTION = Attribution(name="test", url="https://example.invalid")
 TTS_INFO = Info(

@@ -40,10 +40,10 @@ from tests.support.reference_model import (
     reference_tts,
     reference_voice_state,
 )
-from wyoming_pocket_tts.engine.checkpoint import load_checkpoint
-from wyoming_pocket_tts.engine.config import load_model_config
-from wyoming_pocket_tts.engine.model import PocketTTS, _Modules
-from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+from wyoming_pocket_tts.engine.model.checkpoint import load_checkpoint
+from wyoming_pocket_tts.engine.model.config import load_model_config
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS, _Modules
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
 STATE_TOLERANCE = 1e-5
 # Frames per chunk in the audio comparison: enough for the small decoders'

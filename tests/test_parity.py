@@ -22,9 +22,9 @@ from tests.support.reference_model import (
     reference_synthesize,
     reference_voice_state,
 )
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.quantize import PrepackedLinear, half_weights_supported
-from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+from wyoming_pocket_tts.engine.cpu.quantize import PrepackedLinear, half_weights_supported
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
 pytestmark = pytest.mark.slow
 

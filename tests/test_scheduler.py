@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from tests.test_threads import on_new_thread
-from wyoming_pocket_tts.engine import scheduler
-from wyoming_pocket_tts.engine.scheduler import (
+from wyoming_pocket_tts.engine.runtime import scheduler
+from wyoming_pocket_tts.engine.runtime.scheduler import (
     DECODE_FRAMES_PER_JOB,
     INT8_TURN_CALL_FRAMES,
     MIN_LEAD_SECONDS,
@@ -25,7 +25,7 @@ from wyoming_pocket_tts.engine.scheduler import (
     default_turn_call_frames,
     default_turn_max_jobs,
 )
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [

@@ -39,7 +39,7 @@ from wyoming.tts import (
 )
 
 from tests.support.reference_model import BuiltModel
-from wyoming_pocket_tts.engine.quantize import int8_backend
+from wyoming_pocket_tts.engine.cpu.quantize import int8_backend
 
 REPO = Path(__file__).resolve().parents[1]
 FRAME_BYTES = 1920 * 2  # one 80 ms frame of 16-bit mono at 24 kHz

@@ -16,8 +16,8 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
@@ -213,7 +213,7 @@ def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
 
 def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_wav, monkeypatch):
     """Loading uses every core on a thread of its own, so that no long-lived thread
-    keeps OpenMP workers that would slow the synthesis worker (engine/threads.py)."""
+    keeps OpenMP workers that would slow the synthesis worker (engine/cpu/threads.py)."""
     loaded_on: list[tuple[str, threading.Thread]] = []
     load_model, voice_loader = PocketTTS.load, serve._voice_loader
 

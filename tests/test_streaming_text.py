@@ -1,6 +1,6 @@
 """Sentence boundaries found while text streams in, short pieces merged."""
 
-from wyoming_pocket_tts.streaming_text import SentenceStream, word_count
+from wyoming_pocket_tts.server.sentences import SentenceStream, word_count
 
 
 def feed(stream: SentenceStream, pieces: list[str]) -> list[str]:

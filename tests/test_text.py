@@ -24,7 +24,7 @@ from pocket_tts.utils.config import CONFIGS_DIR, load_config
 
 from tests.support.tokenizer_json import build_test_tokenizers
 from wyoming_pocket_tts.engine.errors import ConfigError, TextError
-from wyoming_pocket_tts.engine.text import (
+from wyoming_pocket_tts.engine.model.text import (
     PreparedText,
     TextRules,
     frames_after_eos_for,
@@ -32,7 +32,7 @@ from wyoming_pocket_tts.engine.text import (
     prepare_text,
     split_into_chunks,
 )
-from wyoming_pocket_tts.engine.tokenizer import Tokenizer, load_tokenizer
+from wyoming_pocket_tts.engine.model.tokenizer import Tokenizer, load_tokenizer
 
 VOCAB = 4000
 
@@ -355,7 +355,7 @@ def test_oversized_sentence_without_commas_stays_whole_with_a_warning(
     tokenizer_pairs, caplog: pytest.LogCaptureFixture
 ) -> None:
     ours, _ = tokenizer_pairs["sentencepiece"]
-    with caplog.at_level(logging.WARNING, logger="wyoming_pocket_tts.engine.text"):
+    with caplog.at_level(logging.WARNING, logger="wyoming_pocket_tts.engine.model.text"):
         chunks = split_into_chunks(ours, LONG_SENTENCE_WITHOUT_PUNCTUATION, RULES["english"])
     assert len(chunks) == 1 and len(ours.encode(chunks[0])) > 50
     assert "exceeds 50" in caplog.text

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from wyoming_pocket_tts.engine import threads
-from wyoming_pocket_tts.engine.threads import (
+from wyoming_pocket_tts.engine.cpu import threads
+from wyoming_pocket_tts.engine.cpu.threads import (
     OwnThreadExecutor,
     intra_op_threads,
     run_on_own_thread,
@@ -172,9 +172,9 @@ def test_a_synthesis_thread_keeps_mkl_serial_through_count_changes():
 
 
 def test_the_workers_threads_ask_for_serial_mkl(monkeypatch, tiny_model):
-    from wyoming_pocket_tts.engine import scheduler
-    from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime import scheduler
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     asked: list[bool] = []
     monkeypatch.setattr(

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.test_threads import multi_core_work, on_new_thread
-from wyoming_pocket_tts.engine.time_slice import SYNTHESIS_TIME_SLICE_NS, use_long_time_slices
+from wyoming_pocket_tts.engine.cpu.time_slice import SYNTHESIS_TIME_SLICE_NS, use_long_time_slices
 
 TASKS = Path("/proc/self/task")
 
@@ -79,9 +79,9 @@ def test_an_idle_policy_thread_is_left_alone():
 
 @needs_slices
 def test_the_workers_threads_run_on_long_slices(tiny_model, voice_wav):
-    from wyoming_pocket_tts.engine.model import PocketTTS
-    from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
-    from wyoming_pocket_tts.engine.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     worker = SynthesisWorker(Synthesizer(PocketTTS.load(tiny_model.config_path)))
     with worker:

@@ -12,7 +12,7 @@ from pocket_tts.modules.text_conditioner import (
 
 from tests.support.tokenizer_json import build_test_tokenizers
 from wyoming_pocket_tts.engine.errors import TokenizerError
-from wyoming_pocket_tts.engine.tokenizer import (
+from wyoming_pocket_tts.engine.model.tokenizer import (
     JsonTokenizer,
     SentencePieceTokenizer,
     load_tokenizer,

@@ -18,9 +18,9 @@ import torch
 from tests.support.parity import assert_same_voice_state
 from tests.support.reference_model import FRAME_SAMPLES, reference_tts, reference_voice_state
 from tests.support.voices_audio import write_voice_wav
-from wyoming_pocket_tts.engine.audio import prepare_prompt, read_audio
-from wyoming_pocket_tts.engine.flow_lm import PREFILL_POSITIONS
-from wyoming_pocket_tts.engine.mimi import ENCODE_CHUNK_FRAMES
+from wyoming_pocket_tts.engine.model.audio import prepare_prompt, read_audio
+from wyoming_pocket_tts.engine.model.flow_lm import PREFILL_POSITIONS
+from wyoming_pocket_tts.engine.model.mimi import ENCODE_CHUNK_FRAMES
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ from tests.support.disk import small_tmpfs
 from tests.support.reference_model import BuiltModel, reference_export_voice
 from tests.support.voices_audio import speech_like_signal, write_voice_wav
 from wyoming_pocket_tts.engine.errors import VoiceError
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.voice import VoiceState, read_voice_metadata
-from wyoming_pocket_tts.voice_cache import CACHE_FOLDER, VoiceFiles, audio_digest
-from wyoming_pocket_tts.voices import (
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.model.voice import VoiceState, read_voice_metadata
+from wyoming_pocket_tts.voices.files import CACHE_FOLDER, VoiceFiles, audio_digest
+from wyoming_pocket_tts.voices.store import (
     InvalidVoiceNameError,
     VoiceKind,
     VoiceStore,

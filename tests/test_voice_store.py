@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_pocket_tts.voices import (
+from wyoming_pocket_tts.voices.store import (
     InvalidVoiceNameError,
     UnknownVoiceError,
     VoiceKind,

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
-from wyoming_pocket_tts.engine.voice import VoiceState
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.model.voice import VoiceState
+from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 
 AUDIO_TOLERANCE = 1e-4
 

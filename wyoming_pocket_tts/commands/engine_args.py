@@ -8,11 +8,11 @@ from pathlib import Path
 from wyoming_pocket_tts.catalog import load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
 from wyoming_pocket_tts.download import resolve_model_files, resolve_voice_file
-from wyoming_pocket_tts.engine.allocator import choose_arenas
+from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
+from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
 from wyoming_pocket_tts.engine.errors import VoiceError
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.threads import run_on_own_thread
-from wyoming_pocket_tts.engine.voice import VoiceState
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.model.voice import VoiceState
 
 
 def _is_config_path(name: str) -> bool:
@@ -42,7 +42,7 @@ def load_model(args: argparse.Namespace) -> PocketTTS:
     """The model named by --model: a YAML with local paths, or a catalog entry's files.
 
     Downloads run here (Ctrl-C stops them); the load itself on a thread of its own
-    with every core, so no long-lived thread keeps OpenMP workers (engine/threads.py).
+    with every core, so no long-lived thread keeps OpenMP workers (engine/cpu/threads.py).
     """
     choose_arenas(args.quantize)  # before downloads or loading start threads
     name = args.model or load_catalog().default_model

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import sys
 
-from wyoming_pocket_tts.health import default_uri, probe_server
+from wyoming_pocket_tts.server.health import default_uri, probe_server
 
 HELP = "check that a running server answers Describe (exit 0) or not (exit 1)"
 

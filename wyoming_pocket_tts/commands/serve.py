@@ -34,18 +34,18 @@ from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument
 from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
-from wyoming_pocket_tts.engine.allocator import choose_arenas
-from wyoming_pocket_tts.engine.config import ModelConfig, load_model_config
+from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
+from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor, run_on_own_thread
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
-from wyoming_pocket_tts.engine.model import PocketTTS
-from wyoming_pocket_tts.engine.scheduler import SynthesisWorker
-from wyoming_pocket_tts.engine.synthesizer import GenerationOptions, Synthesizer
-from wyoming_pocket_tts.engine.threads import OwnThreadExecutor, run_on_own_thread
-from wyoming_pocket_tts.engine.voice import VoiceState
-from wyoming_pocket_tts.handler import HandlerSettings, PocketTTSEventHandler
-from wyoming_pocket_tts.info import ModelDescription, build_info
-from wyoming_pocket_tts.voice_cache import VoiceFiles
-from wyoming_pocket_tts.voices import (
+from wyoming_pocket_tts.engine.model.config import ModelConfig, load_model_config
+from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+from wyoming_pocket_tts.engine.model.voice import VoiceState
+from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
+from wyoming_pocket_tts.server.info import ModelDescription, build_info
+from wyoming_pocket_tts.voices.files import VoiceFiles
+from wyoming_pocket_tts.voices.store import (
     UnknownVoiceError,
     VoiceKind,
     VoiceSource,
@@ -63,7 +63,7 @@ DEFAULT_URI = "tcp://0.0.0.0:10200"
 WARM_UP_TEXT = "The living room lights are off."
 WARM_UP_FRAMES = 3
 #: Folder in the download directory for the encoded states of recordings whose own
-#: folder is read-only (see voice_cache.py).
+#: folder is read-only (see voices/files.py).
 VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -243,7 +243,7 @@ def _voice_loader(
     model: PocketTTS, served: ServedModel, args: argparse.Namespace
 ) -> Callable[[VoiceSource], VoiceState]:
     """Runs on the voice-loading thread: fetching a predefined voice may download, and a
-    recording is encoded (once: its state is cached, see voice_cache.py)."""
+    recording is encoded (once: its state is cached, see voices/files.py)."""
     options = download_options(args)
     files = VoiceFiles(model, served.description.name, options.cache_dir / VOICE_CACHE_FOLDER)
 
@@ -313,7 +313,7 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
         voice_from_file(Path(args.voice)) if args.voice and Path(args.voice).is_file() else None
     )
     sources = _voice_sources(served, args.voices_dir, explicit)
-    # A voice is encoded on every core, on a thread that ends with it (see engine/threads.py).
+    # A voice is encoded on every core, on a thread that ends with it (see engine/cpu/threads.py).
     voice_loader = OwnThreadExecutor("voice-loader")
     worker = SynthesisWorker(Synthesizer(model))
     worker.start()
@@ -427,7 +427,7 @@ async def _run_server(args: argparse.Namespace, handler: Callable, default_voice
     await server.start(handler)
     announcement = None
     if args.zeroconf is not None:
-        from wyoming_pocket_tts.discovery import register_zeroconf
+        from wyoming_pocket_tts.server.discovery import register_zeroconf
 
         assert isinstance(server, AsyncTcpServer)
         announcement = await register_zeroconf(args.zeroconf or None, server.host, server.port)
@@ -437,7 +437,7 @@ async def _run_server(args: argparse.Namespace, handler: Callable, default_voice
     finally:
         _LOGGER.info("Stopping")
         if announcement is not None:
-            from wyoming_pocket_tts.discovery import unregister_zeroconf
+            from wyoming_pocket_tts.server.discovery import unregister_zeroconf
 
             await unregister_zeroconf(announcement)
         await server.stop()

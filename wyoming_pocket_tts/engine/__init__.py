@@ -6,7 +6,7 @@ Nothing in this package knows about Wyoming; the server talks to it through
 
 import os
 
-from .allocator import use_huge_pages, use_transient_blas_buffers
+from .cpu.allocator import use_huge_pages, use_transient_blas_buffers
 
 # Before anything imports torch: see allocator.py.
 use_transient_blas_buffers()

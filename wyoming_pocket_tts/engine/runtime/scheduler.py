@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from ..cpu.threads import available_cores, intra_op_threads, use_cores
+from ..cpu.time_slice import use_long_time_slices
+from ..model.voice import VoiceState
 from .synthesizer import GenerationOptions, LatentFrame, PartlyDecoded, Synthesizer, Utterance
-from .threads import available_cores, intra_op_threads, use_cores
-from .time_slice import use_long_time_slices
-from .voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ class SynthesisWorker:
 
     def start(self) -> None:
         # Each stage is one thread of ours, and each sets its own count (the count is
-        # per thread, see threads.py): more intra-op threads per stage only pay on
+        # per thread, see cpu/threads.py): more intra-op threads per stage only pay on
         # machines with cores to spare, and hurt badly on oversubscribed ones.
         for thread in self._threads:
             thread.start()

@@ -12,16 +12,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .allocator import return_free_heap
+from ..cpu.allocator import return_free_heap
+from ..cpu.packed import pack_convolutions, pack_linears
+from ..cpu.quantize import halve_exact_linears, halve_linears, int8_backend, quantize_linears
+from ..errors import ConfigError, VoiceError
 from .audio import prepare_prompt, read_audio
 from .checkpoint import cast_to_float32, float32_while, load_checkpoint, release_file_pages
 from .config import ModelConfig, load_model_config
-from .errors import ConfigError, VoiceError
 from .flow_lm import FlowHead, FlowLM
 from .kv_cache import LinearKV
 from .mimi import Mimi
-from .packed import pack_convolutions, pack_linears
-from .quantize import halve_exact_linears, halve_linears, int8_backend, quantize_linears
 from .text import TextRules
 from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state

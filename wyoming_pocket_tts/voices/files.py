@@ -26,11 +26,11 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from .catalog import load_catalog
-from .engine.errors import VoiceError
-from .engine.model import PocketTTS
-from .engine.voice import VoiceState, read_voice_metadata
-from .voices import is_inside
+from ..catalog import load_catalog
+from ..engine.errors import VoiceError
+from ..engine.model.pocket_tts import PocketTTS
+from ..engine.model.voice import VoiceState, read_voice_metadata
+from .store import is_inside
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -154,7 +154,7 @@ def _join_in_time(history: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """[history, x] along time ([B, C, T]), in x's memory layout.
 
     The decoder's activations are channels-last when its convolutions are packed
-    (see packed.py); torch.cat of 3-d tensors would return them channels-first, and
+    (see cpu/packed.py); torch.cat of 3-d tensors would return them channels-first, and
     the next convolution would have to convert them back.
     """
     if x.stride(1) == 1 and x.shape[1] > 1:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from .engine.errors import VoiceError
+from ..engine.errors import VoiceError
 
 _LOGGER = logging.getLogger(__name__)
 

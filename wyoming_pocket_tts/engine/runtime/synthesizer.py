@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .errors import VoiceError
-from .kv_cache import LinearKV
-from .mimi import DecoderBatch, DecoderState
-from .model import PocketTTS
-from .text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
-from .threads import intra_op_threads
-from .voice import VoiceState
+from ..cpu.threads import intra_op_threads
+from ..errors import VoiceError
+from ..model.kv_cache import LinearKV
+from ..model.mimi import DecoderBatch, DecoderState
+from ..model.pocket_tts import PocketTTS
+from ..model.text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
+from ..model.voice import VoiceState
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 import dacite
 import yaml
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 FLOW_HEAD_TYPES = ("lsd", "flow_matching", "drifting", "pointwise")
 

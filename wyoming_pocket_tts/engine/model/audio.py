@@ -9,7 +9,7 @@ import numpy as np
 import soundfile
 import torch
 
-from .errors import VoiceError
+from ..errors import VoiceError
 
 MAX_PROMPT_SECONDS = 30.0
 

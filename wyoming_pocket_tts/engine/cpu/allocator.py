@@ -120,7 +120,7 @@ def return_free_heap() -> None:
     """Give the C heap's free pages back to the system (glibc's `malloc_trim`).
 
     Loading makes float32 copies of weights a file stores narrower, for the moment a
-    faster form is made from them (see model.py), and frees them: glibc keeps such
+    faster form is made from them (see model/pocket_tts.py), and frees them: glibc keeps such
     space for the process's next allocations. Without a C library that trims, nothing.
     """
     try:

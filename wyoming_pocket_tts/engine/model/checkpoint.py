@@ -19,7 +19,7 @@ import safetensors
 import torch
 from torch import nn
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 # Tensors only voice cloning needs: the ungated checkpoints may leave them out.
 VOICE_CLONING_PREFIXES = (

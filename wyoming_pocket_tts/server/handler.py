@@ -45,9 +45,9 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from .engine.errors import EngineError, TextError
-from .streaming_text import SentenceStream
-from .voices import UnknownVoiceError, VoiceStore
+from ..engine.errors import EngineError, TextError
+from ..voices.store import UnknownVoiceError, VoiceStore
+from .sentences import SentenceStream
 
 _LOGGER = logging.getLogger(__name__)
 

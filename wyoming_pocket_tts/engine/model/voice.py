@@ -21,7 +21,7 @@ import safetensors
 import safetensors.torch
 import torch
 
-from .errors import VoiceError
+from ..errors import VoiceError
 
 _KEY = re.compile(r"transformer\.layers\.(\d+)\.self_attn/(cache|offset|pad|current_end)")
 

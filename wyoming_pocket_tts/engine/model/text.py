@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from wyoming_pocket_tts.engine.errors import ConfigError, TextError
-from wyoming_pocket_tts.engine.tokenizer import Tokenizer
+from wyoming_pocket_tts.engine.model.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
-from . import __version__
-from .voices import VoiceKind, VoiceSource
+from .. import __version__
+from ..voices.store import VoiceKind, VoiceSource
 
 PROGRAM_NAME = "pocket-tts"
 KYUTAI = Attribution(name="Kyutai", url="https://github.com/kyutai-labs/pocket-tts")

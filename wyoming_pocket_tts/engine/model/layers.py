@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..cpu.packed import PackedLinear
 from .kv_cache import LinearKV, WindowKV
-from .packed import PackedLinear
 
 KVStore = LinearKV | WindowKV
 
