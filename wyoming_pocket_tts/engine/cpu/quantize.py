@@ -6,27 +6,24 @@ them in float32. bfloat16 keeps 8 significant bits, float16 11 over a narrower r
 so float16 holds such weights exactly from 2**-17 to 65504 (below, to within
 2**-25, half its smallest step): fbgemm's float16-weight products, float32 arithmetic,
 then give the float32 model's results, to the order of the sums, from half the
-bytes. FlowLM reads its weights once a frame and is bound by memory, so this halves
-its weights' cost: the standard transformer's 24 products of one row 6.5 against
-12.5 ms in oneDNN's float32 layout, of 4 rows 8.9 against 12.9, of 16 and 48 level
-(Intel Xeon, 2 cores, fifteen rounds alternating), their outputs 1.3e-6 from exact
-against 6.8e-7. `halve_exact_linears` checks each weight; a checkpoint stored in
-float32 (random test weights) keeps float32 layers.
+bytes. FlowLM reads its weights once a frame and is bound by memory, so this nearly
+halves the cost of its few-row products, with outputs about 1e-6 from exact.
+`halve_exact_linears` checks each weight; a checkpoint stored in float32 (random
+test weights) keeps float32 layers.
 
 Per frame, FlowLM reads its whole weight set, so with float32 weights it is bound by
 memory bandwidth; int8 weights read a quarter of the bytes. We use PyTorch's dynamic
-int8 linear layers (fbgemm on x86, qnnpack on ARM), chosen by measurement: about 4x
-faster than float32 per layer on one core, while the int8 weight-only matmul kernel
-(`_weight_int8pack_mm`) was several times *slower* than float32 on the same CPU.
+int8 linear layers (fbgemm on x86, qnnpack on ARM): several times faster than
+float32 per layer on one core, where the int8 weight-only matmul kernel
+(`_weight_int8pack_mm`) is slower than float32.
 Only the transformer's attention and feed-forward projections are int8: Mimi stays
 in float32 (int8 there is audible as hiss).
 
-The flow head's 39 MB are then a quarter of what a step reads. In int8 they moved
-its output latents 2.1% from float32 (the transformer's int8 alone: 0.55%); with
-float16 weights (fbgemm's products, float32 arithmetic) 0.58%, and an int8 step on
-one core took 15.9 ms against 17.9 with the float32 head (Xeon, eight rounds
-alternating in one process, ahead in every one). fbgemm is x86 only: elsewhere the
-head stays in float32.
+The flow head's 39 MB are then a quarter of what a step reads. In int8 it would
+move the output latents four times as far from float32 as the int8 transformer
+does; float16 weights (fbgemm's products, float32 arithmetic) add almost nothing to
+that error and still save a tenth of a step. fbgemm is x86 only: elsewhere the head
+stays in float32.
 
 The layers are our own (`PrepackedLinear`), and so is their packing: they call the
 quantized engine's products and packing operators directly, with torch.ao's
@@ -35,8 +32,7 @@ per stream, torch.ao's module cost more around the product than a small product
 itself (its forward's checks, the operator's dispatch in Python), about 10 us a
 call, 40 calls a step. Its conversion (`quantize_dynamic`, deprecated in torch
 2.13) also packed a dummy weight of each layer's full size before the real one,
-one layer after another on one core: an int8 model took 1.21-1.23 s to load, now
-0.58-0.63 s, float32 0.42-0.49 s (Intel Xeon, 2 cores, three processes each).
+which doubled an int8 model's loading time.
 """
 
 from __future__ import annotations
@@ -199,12 +195,8 @@ def _products() -> torch.jit.CompilationUnit:
 class PrepackedLinear(nn.Module):
     """A linear layer whose weights (and bias) the quantized engine has packed, int8 or
     float16; float32 in and out. The products are the engine's dynamic ones, called
-    directly (see the module docstring): a FlowLM int8 step on two cores 8.1 against
-    8.5 ms through torch.ao's module (medians of six rounds alternating in one
-    process, AMD EPYC Zen 4), the thin model's (nothing but fixed costs) 3.1 against
-    3.6 ms. Called through TorchScript (`_PRODUCTS_SOURCE`) rather than `torch.ops`:
-    7.50 against 8.14 ms (Intel Xeon, two cores, eight rounds alternating in one
-    process, ahead in every one).
+    directly (see the module docstring), through TorchScript (`_PRODUCTS_SOURCE`)
+    rather than `torch.ops`, whose Python dispatch costs more than a one-row product.
     """
 
     def __init__(self, linear: nn.Linear, weight_dtype: torch.dtype):
@@ -243,8 +235,8 @@ def full_range_activations_exact(engine: str) -> bool:
     torch.ao's layers quantize activations to 7 bits (`reduce_range`): without VNNI,
     fbgemm sums pairs of 8-bit products in 16 bits, which saturate at full range. CPUs
     with VNNI sum them in 32 bits, and there the eighth bit halves the error int8
-    adds: FlowLM's transformer outputs 1.0% from float32 against 1.8%, its latents
-    0.31% against 0.56% (AMD EPYC Zen 4), at the same speed. The worst case tells:
+    adds (FlowLM's transformer outputs 1.0% from float32 against 1.8%) at the same
+    speed. The worst case tells:
     255 times 127 in every pair, for one row (a stream) and for several.
     """
     with warnings.catch_warnings():

@@ -27,22 +27,17 @@ from .config import MimiConfig, MimiTransformerConfig, SEANetConfig
 from .kv_cache import WindowKV
 from .layers import Transformer, TransformerLayer
 
-# Frames (1920 samples each) the encoder takes per step: 0.48 s of audio. Measured
-# with the English model, 12 frames peaked 20-50 MB higher and 4 frames no lower,
-# and the time per voice (one thread) is the same as in one pass. 96 encoder-
-# transformer steps plus the 250-step context fit the window's buffer, which is
-# then never reallocated.
+# Frames (1920 samples each) the encoder takes per step: 0.48 s of audio. Larger
+# steps only raise the peak memory of encoding a voice, smaller ones do not lower it,
+# and the time is that of one pass. 96 encoder-transformer steps plus the 250-step
+# context fit the window's buffer, which is then never reallocated.
 ENCODE_CHUNK_FRAMES = 6
 # Frames of each stream the decoder's convolutions take per pass. Their last stage
 # runs at 24 kHz on 64 channels: each activation there holds 0.5 MB per frame and
 # stream, so an eight-frame run made a handful of 4 MB transients per call, and
 # the C allocator kept the holes they left (and oneDNN a kernel per frame count).
-# In pieces of four, measured with the standard model and three voices (Xeon,
-# processes alternating, five rounds): peak memory 720-739 MB against 745-758,
-# speed the same within the spread (3.63x against 3.46x real time, medians).
-# Concurrent streams get four frames each too, not four frame-rows in all: with
-# three or four streams' four frames, a frame-row cost 7-11% less on one core
-# than at one frame a stream (AMD EPYC Zen 4, alternating in one process).
+# Pieces of four lower the peak memory at the same speed. Concurrent streams get
+# four frames each, not four frame-rows in all: a wider batch costs less per row.
 DECODER_FRAMES_PER_PIECE = 4
 
 
@@ -115,18 +110,12 @@ class ELU(nn.Module):
     """ELU (alpha 1), by PyTorch's kernel or as max(x, exp(min(x, 0)) - 1).
 
     The ELUs are a tenth of a decoded frame's time. PyTorch's kernel computes expm1,
-    which with its AVX2 kernels costs twice an exp: there, measured on the decoder's
-    shapes (x86), the second form (the same values within 1e-7) takes 20-40% less
-    time. With its AVX-512 kernels PyTorch's is as fast (AMD EPYC Zen 5) or faster: a
-    decoded frame 1-7% faster at one to eight frames a call, one or two cores (Zen 4,
-    eight rounds alternating in one process). `from_exp`: which form (default: the
-    faster one on this CPU). Either allocates one tensor, and with `inplace` PyTorch's
+    which with its AVX2 kernels costs twice an exp, so there the second form (the same
+    values within 1e-7) is a fifth to two fifths faster; with its AVX-512 kernels
+    PyTorch's own is as fast or faster. `from_exp`: which form (default: the faster
+    one on this CPU). Either allocates one tensor, and with `inplace` PyTorch's
     allocates none: the result overwrites x, for ELUs whose input nothing reads after
-    them (the output of the layer before). Those, with the residual sums also made
-    in place, took a decoded frame from 3.69 to 3.65 ms at four streams' four frames
-    a call on one core, 2.17 to 2.16 ms at eight frames of one on two, level at one
-    frame (Zen 5 EPYC, medians of eight rounds alternating in one process), with the
-    same audio to the bit, and fewer large transients.
+    them (the output of the layer before), which saves large transients.
     """
 
     def __init__(self, from_exp: bool | None = None, inplace: bool = False):
