@@ -10,7 +10,7 @@ import yaml
 from wyoming_pocket_tts.catalog import CatalogError, HubFile, find_model, load_catalog, parse_hf_url
 
 pocket_tts = pytest.importorskip("pocket_tts")
-from pocket_tts.default_parameters import get_default_voice_for_language
+from pocket_tts.default_parameters import DEFAULT_LANGUAGE, get_default_voice_for_language
 from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES, get_predefined_voice
 
 REFERENCE_CONFIGS = Path(pocket_tts.__file__).parent / "config"
@@ -40,8 +40,9 @@ def test_packaged_config_holds_the_reference_data(name: str) -> None:
     reference = yaml.safe_load((REFERENCE_CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
     assert ours == reference
     assert entry.weights == parse_hf_url(reference["weights_path"])
-    assert entry.weights.repo_id == "kyutai/pocket-tts"
-    assert entry.weights_without_cloning.repo_id == "kyutai/pocket-tts-without-voice-cloning"
+    assert entry.weights_without_cloning == parse_hf_url(
+        reference["weights_path_without_voice_cloning"]
+    )
     assert entry.tokenizer == parse_hf_url(reference["flow_lm"]["lookup_table"]["tokenizer_path"])
 
 
@@ -57,10 +58,9 @@ def test_language_voices_and_default_voice_match_the_reference(name: str) -> Non
 
 def test_default_model_and_alias() -> None:
     catalog = load_catalog()
-    assert catalog.default_model == "english"
-    alias = find_model("english")
+    assert catalog.default_model == DEFAULT_LANGUAGE
+    alias = find_model(DEFAULT_LANGUAGE)
     target = find_model(alias.same_as or "")
-    assert target.name == "english_2026-10"
     assert alias.weights.revision == target.weights.revision
     assert alias.weights_without_cloning.revision == target.weights_without_cloning.revision
 

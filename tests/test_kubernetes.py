@@ -6,6 +6,7 @@ import argparse
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -52,11 +53,8 @@ def test_service_reaches_the_pods(documents, container) -> None:
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert deployment["spec"]["replicas"] >= 2
     (port,) = service["spec"]["ports"]
-    named = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert port["port"] == 10200
-    assert named[port["targetPort"]] == 10200
+    assert port["targetPort"] in {p["name"] for p in container["ports"]}
 
 
 def test_data_volume_and_image_version(documents, container) -> None:
@@ -78,6 +76,6 @@ def test_arguments_and_environment_are_server_options(container, monkeypatch) ->
     parser = argparse.ArgumentParser(exit_on_error=False)
     serve.configure(parser)
     args = parser.parse_args(container["args"])
-    assert args.voice == "alba"
-    assert args.preload_voice == ["marius"]
-    assert args.voices_dir == Path("/voices")
+    # The server listens on the container's port and reads voices from a mounted volume.
+    assert urlsplit(args.uri).port in {p["containerPort"] for p in container["ports"]}
+    assert str(args.voices_dir) in {mount["mountPath"] for mount in container["volumeMounts"]}

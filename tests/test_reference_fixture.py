@@ -39,7 +39,7 @@ from tests.support.voices_audio import write_voice_wav
 PARITY_TOLERANCE = 1e-4
 # "Far more than the parity tolerance": every change must be at least this large.
 SENSITIVITY_FLOOR = 10 * PARITY_TOLERANCE
-KEYS_FILE = Path("/work/shared/reference/english_checkpoint_keys.txt")
+KEYS_FILE = Path(__file__).parent / "data" / "english_checkpoint_keys.txt"
 TEXT = "Hello there."
 FRAMES = 6
 
@@ -198,6 +198,8 @@ def test_build_is_cached_and_one_directory_holds_one_model(
 
 @pytest.mark.slow
 def test_english_checkpoint_has_the_official_keys_and_shapes(english_model: BuiltModel) -> None:
+    """tests/data/english_checkpoint_keys.txt is the key list of the official English
+    checkpoint (each key with its shape and dtype, as the reference loads it)."""
     from safetensors import safe_open
 
     _check_yaml(english_model)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_threads import on_new_thread
+from tests.support.threads import on_new_thread
 from wyoming_pocket_tts.engine.runtime import scheduler
 from wyoming_pocket_tts.engine.runtime.scheduler import (
     DECODE_FRAMES_PER_JOB,

@@ -28,7 +28,7 @@ def test_tests_left_out_on_aarch64_still_exist() -> None:
     """A renamed test would silently run (and fail) under emulation again."""
     text = (ROOT / "script" / "test-aarch64").read_text()
     left_out = re.findall(r"--deselect (tests/\S+\.py)::(\w+)", text)
-    assert len(left_out) == 4
+    assert left_out
     for path, name in left_out:
         tree = ast.parse((ROOT / path).read_text())
         functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}

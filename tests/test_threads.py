@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.threads import multi_core_work, on_new_thread
 from wyoming_pocket_tts.engine.cpu import threads
 from wyoming_pocket_tts.engine.cpu.threads import (
     OwnThreadExecutor,
@@ -22,22 +23,6 @@ from wyoming_pocket_tts.engine.cpu.threads import (
 )
 
 TASKS = Path("/proc/self/task")
-
-
-def on_new_thread(fn: Callable[[], object]) -> object:
-    """`fn()` on a thread that lives only for it: a fresh per-thread torch state."""
-    box: dict[str, object] = {}
-    thread = threading.Thread(target=lambda: box.update(result=fn()))
-    thread.start()
-    thread.join()
-    return box["result"]
-
-
-def multi_core_work() -> int:
-    """Enough work for torch to start OpenMP workers; the thread count it ran with."""
-    a = torch.randn(512, 512)
-    (a @ a).sum()
-    return torch.get_num_threads()
 
 
 @pytest.fixture(autouse=True)

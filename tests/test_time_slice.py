@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.test_threads import multi_core_work, on_new_thread
+from tests.support.threads import multi_core_work, on_new_thread
 from wyoming_pocket_tts.engine.cpu.time_slice import SYNTHESIS_TIME_SLICE_NS, use_long_time_slices
 
 TASKS = Path("/proc/self/task")
