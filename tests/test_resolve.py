@@ -32,9 +32,9 @@ def wyoming_pocket_tts(*args: str, timeout: float = 300) -> subprocess.Completed
 def test_a_yaml_model_speaks_the_languages_given(tiny_model):
     path = str(tiny_model.config_path)
     resolved = resolve.resolve_model(ModelOptions(model=path, languages=("fr", "de")))
-    assert resolved.languages == ("fr", "de")
+    assert resolved.description.languages == ("fr", "de")
     assert resolved.entry is None  # no catalog entry: no predefined voices
-    assert resolve.resolve_model(ModelOptions(model=path)).languages == ("en",)
+    assert resolve.resolve_model(ModelOptions(model=path)).description.languages == ("en",)
 
 
 def test_a_voice_argument_is_a_file_or_a_plain_name(tmp_path, voice_wav):
@@ -162,3 +162,23 @@ def test_synthesize_refuses_a_damaged_model_in_one_line(tmp_path, tiny_model, vo
     assert done.returncode == 1
     assert str(named) in _one_error_line(done.stderr)
     assert not output.exists()
+
+
+def test_list_voices_shows_a_folders_voices_beside_the_predefined_ones(tmp_path, voice_wav):
+    from wyoming_pocket_tts.catalog import load_catalog
+
+    predefined = load_catalog().find_model(load_catalog().default_model).voice_names
+    folder = tmp_path / "voices"
+    folder.mkdir()
+    shutil.copy(voice_wav, folder / f"{predefined[0]}.wav")
+    shutil.copy(voice_wav, folder / "zoe.wav")
+    done = wyoming_pocket_tts(
+        "list-voices", "--voices-dir", str(folder), "--download-dir", str(tmp_path / "cache"),
+        "--local-files-only",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    custom = lines[lines.index(f"Custom voices in {folder}:") + 1 :]
+    assert [line.split()[0] for line in custom] == sorted([predefined[0], "zoe"])
+    replaced = next(line for line in lines if line.split()[0] == predefined[0])
+    assert replaced.endswith("(replaced)")

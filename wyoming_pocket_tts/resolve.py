@@ -26,6 +26,7 @@ from wyoming_pocket_tts.download import (
 )
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model.config import ModelConfig, load_model_config
+from wyoming_pocket_tts.server.info import ModelDescription
 from wyoming_pocket_tts.voices.store import (
     AUDIO_SUFFIXES,
     STATE_SUFFIX,
@@ -68,8 +69,7 @@ class ResolvedModel:
     config: ModelConfig
     weights_path: Path | None  # None: the paths in the config are local already
     tokenizer_path: Path | None
-    name: str
-    languages: tuple[str, ...]
+    description: ModelDescription  # its name and languages, as a server advertises them
     entry: ModelEntry | None  # the catalog entry, which offers predefined voices
 
 
@@ -91,15 +91,15 @@ def resolve_model(options: ModelOptions) -> ResolvedModel:
     if entry is None:
         config = load_model_config(options.model)
         languages = options.languages or ("en",)
-        return ResolvedModel(options, config, None, None, config.name, languages, None)
+        description = ModelDescription(config.name, languages)
+        return ResolvedModel(options, config, None, None, description, None)
     files = resolve_model_files(entry, options.download)
     return ResolvedModel(
         options=options,
         config=load_model_config(files.config_path),
         weights_path=files.weights_path,
         tokenizer_path=files.tokenizer_path,
-        name=entry.name,
-        languages=(entry.language,),
+        description=ModelDescription(entry.name, (entry.language,)),
         entry=entry,
     )
 
@@ -182,7 +182,9 @@ def voice_loader(model: PocketTTS, resolved: ResolvedModel) -> Callable[[VoiceSo
     from wyoming_pocket_tts.voices.files import VoiceFiles
 
     download = resolved.options.download
-    files = VoiceFiles(model, resolved.name, download.cache_dir / VOICE_CACHE_FOLDER)
+    files = VoiceFiles(
+        model, resolved.description.name, download.cache_dir / VOICE_CACHE_FOLDER
+    )
 
     def load(source: VoiceSource) -> VoiceState:
         if source.kind is VoiceKind.PREDEFINED:

@@ -36,7 +36,7 @@ from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
-from wyoming_pocket_tts.server.info import ModelDescription, build_info
+from wyoming_pocket_tts.server.info import build_info
 from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceStore
 
 if TYPE_CHECKING:
@@ -247,9 +247,7 @@ async def _serve(
         handler = partial(
             PocketTTSEventHandler,
             info=lambda: build_info(
-                ModelDescription(served.name, served.languages),
-                voices.available(),
-                streaming=settings.streaming,
+                served.description, voices.available(), streaming=settings.streaming
             ),
             voices=voices,
             worker=worker,
