@@ -77,10 +77,15 @@ def is_config_path(name: str) -> bool:
     return name.endswith((".yaml", ".yml")) or Path(name).is_file()
 
 
+def model_name(options: ModelOptions) -> str:
+    """The catalog name or YAML path the options name (the catalog's default if none)."""
+    return options.model or load_catalog().default_model
+
+
 def catalog_entry(options: ModelOptions) -> ModelEntry | None:
     """The catalog entry of the options' model, without fetching anything; None for a
     model given as a YAML path."""
-    name = options.model or load_catalog().default_model
+    name = model_name(options)
     return None if is_config_path(name) else load_catalog().find_model(name)
 
 
@@ -89,7 +94,7 @@ def resolve_model(options: ModelOptions) -> ResolvedModel:
     found or downloaded here (Ctrl-C stops a download)."""
     entry = catalog_entry(options)
     if entry is None:
-        config = load_model_config(options.model)
+        config = load_model_config(model_name(options))
         languages = options.languages or ("en",)
         description = ModelDescription(config.name, languages)
         return ResolvedModel(options, config, None, None, description, None)
