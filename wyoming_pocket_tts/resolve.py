@@ -40,6 +40,7 @@ from wyoming_pocket_tts.voices.store import (
 if TYPE_CHECKING:
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
     from wyoming_pocket_tts.engine.model.voice import VoiceState
+    from wyoming_pocket_tts.voices.files import VoiceFiles
 
 #: Folder in the download directory for the encoded states of recordings whose own
 #: folder is read-only (see voices/files.py).
@@ -181,15 +182,20 @@ def default_voice(
     raise UnknownVoiceError("(none given)", available)
 
 
+def voice_files(model: PocketTTS, resolved: ResolvedModel) -> VoiceFiles:
+    """The model's voice files: recordings' encodings cached beside them, or in the
+    download folder when theirs is read-only."""
+    from wyoming_pocket_tts.voices.files import VoiceFiles
+
+    fallback = resolved.options.download.cache_dir / VOICE_CACHE_FOLDER
+    return VoiceFiles(model, resolved.description.name, fallback)
+
+
 def voice_loader(model: PocketTTS, resolved: ResolvedModel) -> Callable[[VoiceSource], VoiceState]:
     """Loads a voice on the calling thread: fetching a predefined voice may download,
     and a recording is encoded once (its state is cached, see voices/files.py)."""
-    from wyoming_pocket_tts.voices.files import VoiceFiles
-
     download = resolved.options.download
-    files = VoiceFiles(
-        model, resolved.description.name, download.cache_dir / VOICE_CACHE_FOLDER
-    )
+    files = voice_files(model, resolved)
 
     def load(source: VoiceSource) -> VoiceState:
         if source.kind is VoiceKind.PREDEFINED:
