@@ -70,13 +70,14 @@ def _peak_rss_mb() -> float:
 
 
 def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
-    from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+
+    prepare_process(quantized=quantize)  # as the server does, before torch and its threads
     from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
     from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
-    choose_arenas(quantize)  # as the server does, before its first thread
     started = time.perf_counter()
     # Loaded as the server loads: on a thread that ends with it (see engine/cpu/threads.py).
     model = run_on_own_thread(PocketTTS.load, config, quantize=quantize)

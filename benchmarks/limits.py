@@ -39,6 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
+
+# Every process of this script is set up as the server is, before the imports below load
+# torch. One process measures float32 and int8 alike, so its heaps stay glibc's default,
+# which is int8's choice.
+prepare_process(quantized=True)
+
 from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
 from benchmarks.engine import PARAGRAPH, _machine, run_child
 from tests.support.reference_model import FRAME_SAMPLES

@@ -129,6 +129,9 @@ class LoadedEngine:
 
 
 def _load_ours(config: Path, voice: Path) -> LoadedEngine:
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+
+    prepare_process(quantized=False)  # as the server does, before torch and its threads
     from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
     from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker

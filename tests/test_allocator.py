@@ -1,5 +1,6 @@
-"""A float32 model makes the C allocator keep one heap for all threads, and the engine has
-PyTorch put large tensors in 2 MB pages and MKL free its buffers (see engine/cpu/allocator.py)."""
+"""A float32 model makes the C allocator keep one heap for all threads, and the process
+set-up has PyTorch put large tensors in 2 MB pages and MKL free its buffers (see
+engine/cpu/allocator.py and engine/cpu/process.py)."""
 
 from __future__ import annotations
 
@@ -77,30 +78,33 @@ def test_an_arena_limit_set_by_the_user_is_kept():
 
 
 @pytest.mark.parametrize("quantize", [False, True])
-def test_the_server_chooses_its_arenas_before_it_loads(monkeypatch, quantize):
+def test_the_server_sets_up_its_process_before_it_loads(monkeypatch, quantize):
+    from wyoming_pocket_tts import resolve
     from wyoming_pocket_tts.catalog import CatalogError
     from wyoming_pocket_tts.commands import serve
 
     events = []
-    monkeypatch.setattr(serve, "choose_arenas", lambda quantized: events.append(quantized))
+    monkeypatch.setattr(serve, "prepare_process", lambda quantized: events.append(quantized))
 
-    def resolve(args):
-        events.append("resolve")
+    def resolve_model(options):
+        events.append(("resolve", options.quantize))
         raise CatalogError("stop here")
 
-    monkeypatch.setattr(serve, "resolve_model", resolve)
+    monkeypatch.setattr(resolve, "resolve_model", resolve_model)
     parser = serve.argparse.ArgumentParser()
     serve.configure(parser)
     args = parser.parse_args(["--quantize"] if quantize else [])
     assert serve.main(args) == 1
-    assert events == [quantize, "resolve"]
+    assert events == [quantize, ("resolve", quantize)]
 
 
-# A process as the server starts (its command module imported first), then a 64 MB
-# tensor: how many kB of it the kernel backs with huge pages.
+# A process set up as the server's (its command module imported, then the set-up), then
+# a 64 MB tensor: how many kB of it the kernel backs with huge pages.
 HUGE_PAGES_OF_A_TENSOR = textwrap.dedent(
     """
     import wyoming_pocket_tts.commands.serve
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+    prepare_process(quantized=False)
     import torch
 
     def anonymous_huge_kb():
@@ -146,13 +150,16 @@ def test_huge_pages_turned_off_by_the_user_stay_off():
     assert _huge_kb(**{HUGE_PAGES_VARIABLE: "0"}) == 0
 
 
-# Attention (MKL's products inside) on a process whose first import is `FIRST`, then
-# the bytes MKL's memory manager holds, read from MKL itself; "no MKL" where this
-# PyTorch has none (aarch64 builds).
+# Attention (MKL's products inside) in a process that imports `FIRST`, then sets itself
+# up as the server does, then the bytes MKL's memory manager holds, read from MKL
+# itself; "no MKL" where this PyTorch has none (aarch64 builds).
 MKL_HELD_BYTES = textwrap.dedent(
     """
-    import ctypes, importlib, os
+    import ctypes, importlib, logging, os
+    logging.basicConfig()
     importlib.import_module(os.environ["FIRST"])
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+    prepare_process(quantized=False)
     import torch
     from torch.nn import functional as F
 
@@ -170,26 +177,36 @@ MKL_HELD_BYTES = textwrap.dedent(
 )
 
 
-def _mkl_held(first_import: str) -> str:
+def _mkl_held(first_import: str) -> tuple[str, str]:
+    """What MKL holds after attention, and the process's log."""
     env = {k: v for k, v in os.environ.items() if k != MKL_BUFFERS_VARIABLE}
     done = subprocess.run(
         [sys.executable, "-c", MKL_HELD_BYTES],
         capture_output=True, text=True, env=env | {"FIRST": first_import}, check=True,
     )
-    return done.stdout.strip().splitlines()[-1]
+    return done.stdout.strip().splitlines()[-1], done.stderr
 
 
-def test_mkl_keeps_no_buffers_in_a_process_that_imports_the_engine_first():
-    held = _mkl_held("wyoming_pocket_tts.commands.serve")
+def test_mkl_keeps_no_buffers_in_a_process_set_up_before_torch():
+    held, log = _mkl_held("wyoming_pocket_tts.commands.serve")
     if held == "no MKL":
         pytest.skip("this PyTorch has no MKL")
     assert int(held) == 0
-    # The probe sees buffers where MKL keeps them: torch loaded before the engine.
-    assert int(_mkl_held("torch")) > 0
+    assert "torch was imported before" not in log
+
+
+def test_a_set_up_after_torch_says_that_mkl_keeps_its_buffers():
+    held, log = _mkl_held("torch")
+    assert "torch was imported before the process set-up" in log
+    if held != "no MKL":
+        assert int(held) > 0  # the probe sees buffers where MKL keeps them
 
 
 def test_an_mkl_buffer_setting_of_the_user_is_kept():
-    script = f"import os, wyoming_pocket_tts.engine; print(os.environ['{MKL_BUFFERS_VARIABLE}'])"
+    script = (
+        "import os; from wyoming_pocket_tts.engine.cpu.process import prepare_process\n"
+        f"prepare_process(quantized=False); print(os.environ['{MKL_BUFFERS_VARIABLE}'])"
+    )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True,
         env=os.environ | {MKL_BUFFERS_VARIABLE: "0"},

@@ -15,6 +15,7 @@ from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
+from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands import serve
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
@@ -92,6 +93,7 @@ def test_stdio_server_configured_by_environment_answers_and_exits_at_end_of_inpu
             "WYOMING_POCKET_TTS_VOICE": str(voice_wav),
             "WYOMING_POCKET_TTS_NO_STREAMING": "1",
             "WYOMING_POCKET_TTS_EOS_THRESHOLD": SHORT[1],
+            "WYOMING_POCKET_TTS_LANGUAGE": "fr",
         },
     )
     stdin, stdout = server.process.stdin, server.process.stdout
@@ -112,7 +114,9 @@ def test_stdio_server_configured_by_environment_answers_and_exits_at_end_of_inpu
     assert server.process.wait(timeout=60) == 0, server.log()
 
     assert Info.is_type(events[0].type)
-    assert not Info.from_event(events[0]).tts[0].supports_synthesize_streaming
+    program = Info.from_event(events[0]).tts[0]
+    assert not program.supports_synthesize_streaming
+    assert program.voices[0].languages == ["fr"]  # --language, for a model given as a YAML
     assert [event.type for event in events[1:]] == (
         ["audio-start"] + ["audio-chunk"] * (len(events) - 3) + ["audio-stop"]
     )
@@ -182,24 +186,15 @@ def test_zeroconf_that_cannot_announce_warns_and_serves(tmp_path, tiny_model, vo
     assert "Traceback" not in server.log()
 
 
-def test_a_yaml_model_advertises_the_languages_given(tiny_model):
-    served = serve.resolve_model(
-        parse(["--model", str(tiny_model.config_path), "--language", "fr"], {})
-    )
-    assert served.description.languages == ("fr",)
-    assert served.entry is None  # no catalog entry: no predefined voices
-    assert serve.resolve_model(
-        parse(["--model", str(tiny_model.config_path)], {})
-    ).description.languages == ("en",)
-
-
 def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
     """`serve.main` in this process, with `serving` run where it would serve clients.
 
     The test process's objects, which the start-up freezes out of garbage collection
-    as a server's, are given back to the collector after it.
+    as a server's, are given back to the collector after it. The process set-up is
+    skipped: it would change this process's environment for later tests' servers.
     """
     monkeypatch.setattr(serve, "_run_server", serving)
+    monkeypatch.setattr(serve, "prepare_process", lambda quantized: None)
     args = parse(
         ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
          "--download-dir", str(tmp_path), "--local-files-only"],
@@ -215,7 +210,7 @@ def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_w
     """Loading uses every core on a thread of its own, so that no long-lived thread
     keeps OpenMP workers that would slow the synthesis worker (engine/cpu/threads.py)."""
     loaded_on: list[tuple[str, threading.Thread]] = []
-    load_model, voice_loader = PocketTTS.load, serve._voice_loader
+    load_model, voice_loader = PocketTTS.load, resolve.voice_loader
 
     def recording_load(*args, **kwargs):
         loaded_on.append(("model", threading.current_thread()))
@@ -238,7 +233,7 @@ def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_w
             still_running.append(thread.is_alive())
 
     monkeypatch.setattr(PocketTTS, "load", recording_load)
-    monkeypatch.setattr(serve, "_voice_loader", recording_voice_loader)
+    monkeypatch.setattr(resolve, "voice_loader", recording_voice_loader)
     assert start_up(tmp_path, tiny_model, voice_wav, serve_nothing, monkeypatch) == 0
     assert [what for what, _ in loaded_on] == ["model", "voice"]
     assert all(thread is not threading.main_thread() for _, thread in loaded_on)

@@ -2,7 +2,9 @@
 
 With no subcommand (or with options only) the Wyoming server starts, as
 wyoming-piper does; the other jobs are subcommands, each in its own module under
-`commands/` exposing `HELP`, `configure(parser)` and `main(args) -> int`.
+`commands/` exposing `HELP`, `configure(parser)` and `main(args) -> int`. Those
+modules import nothing that loads torch: a command that runs the model sets the
+process up first in its `main` (`engine.cpu.process.prepare_process`), then loads.
 """
 
 from __future__ import annotations

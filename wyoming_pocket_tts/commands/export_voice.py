@@ -6,10 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from wyoming_pocket_tts.catalog import CatalogError
-from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model
-from wyoming_pocket_tts.download import DownloadError
-from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts import resolve
+from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
 
 HELP = "encode a voice recording into a reusable voice .safetensors file"
 
@@ -24,11 +23,12 @@ def main(args: argparse.Namespace) -> int:
     if args.output.suffix != ".safetensors":
         print("error: the output file must end in .safetensors", file=sys.stderr)
         return 2
+    prepare_process(quantized=args.quantize)  # before torch is imported or threads start
     try:
-        model = load_model(args)
+        model = resolve.load_model(resolve.resolve_model(model_options(args)))
         voice = model.voice_from_audio(args.audio)
         voice.save(args.output, metadata={"model": model.config.name})
-    except (EngineError, CatalogError, DownloadError, OSError) as error:
+    except resolve.LOAD_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     seconds = voice.num_positions / model.frame_rate

@@ -20,39 +20,28 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import numpy as np
 from wyoming.event import async_get_stdin
 from wyoming.server import AsyncServer, AsyncTcpServer
 
-from wyoming_pocket_tts import __version__
-from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
-from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
-from wyoming_pocket_tts.commands.engine_args import add_quantize_argument
-from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
-from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
-from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor, run_on_own_thread
-from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
-from wyoming_pocket_tts.engine.model.config import ModelConfig, load_model_config
-from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-from wyoming_pocket_tts.engine.model.voice import VoiceState
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts import __version__, resolve
+from wyoming_pocket_tts.catalog import load_catalog
+from wyoming_pocket_tts.commands.download import add_download_arguments
+from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model_options
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
+from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
-from wyoming_pocket_tts.server.info import ModelDescription, build_info
-from wyoming_pocket_tts.voices.files import VoiceFiles
-from wyoming_pocket_tts.voices.store import (
-    UnknownVoiceError,
-    VoiceKind,
-    VoiceSource,
-    VoiceStore,
-    scan_voices_dir,
-    voice_from_file,
-)
+from wyoming_pocket_tts.server.info import build_info
+from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceStore
+
+if TYPE_CHECKING:
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -62,9 +51,6 @@ DEFAULT_URI = "tcp://0.0.0.0:10200"
 # A short confirmation, the most common kind of answer, so its shapes are the ones warmed.
 WARM_UP_TEXT = "The living room lights are off."
 WARM_UP_FRAMES = 3
-#: Folder in the download directory for the encoded states of recordings whose own
-#: folder is read-only (see voices/files.py).
-VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -182,103 +168,6 @@ def _defaults_from_environment(parser: argparse.ArgumentParser, environ: Mapping
 
 
 # ---------------------------------------------------------------------------
-# The model
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """The model to load and what the server says about it."""
-
-    config: ModelConfig
-    weights_path: Path | None  # None: the path in the config is local already
-    tokenizer_path: Path | None
-    description: ModelDescription
-    entry: ModelEntry | None  # the catalog entry, which offers predefined voices
-
-
-def resolve_model(args: argparse.Namespace) -> ServedModel:
-    """The model named by --model: a catalog name (files found or downloaded) or a YAML path."""
-    name = args.model or load_catalog().default_model
-    if name.endswith((".yaml", ".yml")) or Path(name).is_file():
-        config = load_model_config(name)
-        languages = tuple(args.language or ("en",))
-        return ServedModel(config, None, None, ModelDescription(config.name, languages), None)
-    entry = load_catalog().find_model(name)
-    files = resolve_model_files(entry, download_options(args))
-    return ServedModel(
-        config=load_model_config(files.config_path),
-        weights_path=files.weights_path,
-        tokenizer_path=files.tokenizer_path,
-        description=ModelDescription(entry.name, (entry.language,)),
-        entry=entry,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Voices
-
-
-def _voice_sources(
-    served: ServedModel, voices_dir: Path | None, explicit: VoiceSource | None
-) -> Callable[[], dict[str, VoiceSource]]:
-    """All voices, rescanned per call: predefined, then custom (a custom voice with a
-    predefined voice's name replaces it), then a --voice given as a file."""
-    predefined = {
-        voice.name: VoiceSource(voice.name, None, VoiceKind.PREDEFINED, voice.description)
-        for voice in (served.entry.voices if served.entry else ())
-    }
-
-    def sources() -> dict[str, VoiceSource]:
-        found = dict(predefined)
-        if voices_dir is not None:
-            found.update(scan_voices_dir(voices_dir))
-        if explicit is not None:
-            found[explicit.name] = explicit
-        return found
-
-    return sources
-
-
-def _voice_loader(
-    model: PocketTTS, served: ServedModel, args: argparse.Namespace
-) -> Callable[[VoiceSource], VoiceState]:
-    """Runs on the voice-loading thread: fetching a predefined voice may download, and a
-    recording is encoded (once: its state is cached, see voices/files.py)."""
-    options = download_options(args)
-    files = VoiceFiles(model, served.description.name, options.cache_dir / VOICE_CACHE_FOLDER)
-
-    def load(source: VoiceSource) -> VoiceState:
-        if source.kind is VoiceKind.PREDEFINED:
-            assert served.entry is not None
-            try:
-                path = resolve_voice_file(served.entry, source.name, options)
-            except DownloadError as err:  # reported to the client like any unusable voice
-                raise VoiceError(f"voice {source.name} is unavailable: {err}") from err
-            return files.load_state(path)
-        path = source.checked_path()
-        try:
-            if source.kind is VoiceKind.STATE:
-                return files.load_state(path)
-            return files.load_audio(path)
-        except VoiceError as err:  # say which voice: some reasons do not name the file
-            raise VoiceError(f"voice {source.name} ({source.path.name}): {err}") from err
-
-    return load
-
-
-def _default_voice(
-    args: argparse.Namespace, served: ServedModel, available: Mapping[str, VoiceSource]
-) -> str:
-    if args.voice:
-        return Path(args.voice).stem if Path(args.voice).is_file() else args.voice
-    if served.entry is not None:
-        return served.entry.default_voice
-    if available:
-        return min(available)
-    raise UnknownVoiceError("(none given)", available)
-
-
-# ---------------------------------------------------------------------------
 # Serving
 
 
@@ -295,34 +184,38 @@ def main(args: argparse.Namespace) -> int:
     if args.max_loaded_voices < 1:
         _LOGGER.error("--max-loaded-voices must be at least 1")
         return 2
-    choose_arenas(args.quantize)  # before downloads or loading start threads
+    prepare_process(quantized=args.quantize)  # before torch is imported or threads start
     try:
-        served = resolve_model(args)
-        model = run_on_own_thread(
-            PocketTTS.load,
-            served.config, served.weights_path, served.tokenizer_path, quantize=args.quantize,
+        served = resolve.resolve_model(
+            model_options(args, languages=args.language, voices_dir=args.voices_dir)
         )
-    except (EngineError, CatalogError, DownloadError) as err:
+        model = resolve.load_model(served)
+    except resolve.LOAD_ERRORS as err:
         _LOGGER.error("Cannot load the model: %s", err)
         return 1
     return asyncio.run(_serve(args, served, model))
 
 
-async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS) -> int:
-    explicit = (
-        voice_from_file(Path(args.voice)) if args.voice and Path(args.voice).is_file() else None
-    )
-    sources = _voice_sources(served, args.voices_dir, explicit)
+async def _serve(
+    args: argparse.Namespace, served: resolve.ResolvedModel, model: PocketTTS
+) -> int:
+    # Imported after the process set-up (see `main`): they import torch.
+    from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
+    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+
     # A voice is encoded on every core, on a thread that ends with it (see engine/cpu/threads.py).
     voice_loader = OwnThreadExecutor("voice-loader")
     worker = SynthesisWorker(Synthesizer(model))
     worker.start()
     try:
         try:
+            explicit = resolve.voice_argument(args.voice) if args.voice else None
+            sources = resolve.voice_sources(served.entry, served.options.voices_dir, explicit)
             voices = VoiceStore(
                 sources=sources,
-                load=_voice_loader(model, served, args),
-                default_voice=_default_voice(args, served, sources()),
+                load=resolve.voice_loader(model, served),
+                default_voice=resolve.default_voice(args.voice, served, sources()),
                 max_loaded=args.max_loaded_voices,
                 executor=voice_loader,
             )

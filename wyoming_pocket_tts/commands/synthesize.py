@@ -8,15 +8,16 @@ import sys
 import time
 import wave
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wyoming_pocket_tts.catalog import CatalogError
-from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model, load_voice
-from wyoming_pocket_tts.download import DownloadError
-from wyoming_pocket_tts.engine.errors import EngineError
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts import resolve
+from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
+
+if TYPE_CHECKING:
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
 HELP = "speak a text into a WAV file"
 _LOGGER = logging.getLogger(__name__)
@@ -25,7 +26,10 @@ _LOGGER = logging.getLogger(__name__)
 def configure(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--voice", required=True,
-                        help="audio file to clone, voice .safetensors, or predefined voice name")
+                        help="audio file to clone, voice .safetensors, or the name of a "
+                        "predefined voice or of one in --voices-dir")
+    parser.add_argument("--voices-dir", type=Path,
+                        help="folder of custom voices, as the server's --voices-dir")
     parser.add_argument("--text", required=True, help="the text to speak; - reads standard input")
     parser.add_argument("--output", type=Path, required=True, help="WAV file to write")
     parser.add_argument("--temperature", type=float, default=None,
@@ -40,6 +44,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str) -> float:
     """Stream the audio into the file; return its duration in seconds."""
+    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions
+
     options = GenerationOptions(
         temperature=args.temperature, eos_threshold=args.eos_threshold,
         frames_after_eos=args.frames_after_eos, seed=args.seed,
@@ -73,12 +80,16 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    prepare_process(quantized=args.quantize)  # before torch is imported or threads start
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
-        model = load_model(args)
-        voice = load_voice(model, args.voice, args)
+        resolved = resolve.resolve_model(model_options(args, voices_dir=args.voices_dir))
+        model = resolve.load_model(resolved)
+        voice = resolve.load_voice(model, resolved, args.voice)
         seconds = _write(args, Synthesizer(model), voice, text)
-    except (EngineError, CatalogError, DownloadError, OSError) as error:
+    except resolve.LOAD_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     if not args.quiet:

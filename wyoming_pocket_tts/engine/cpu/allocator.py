@@ -19,10 +19,10 @@ heap's lock, about twenty sleeps a step. An int8 step took 7.7-8.3 ms in one hea
 against 6.3-6.8 with a heap per thread (Intel Xeon, two cores; float32 steps, whose
 oneDNN products do not allocate so, level). int8's memory, at 0.43x the
 reference's, has room for the heaps. So a process chooses by its model before its
-first thread allocates (`choose_arenas`): glibc fixes the limit once a thread other
-than the main one has allocated under it, and a loader thread that allocated before
-it kept a heap of its own (float32's peak 766 MB against 729-734 when the choice came
-at the model's load).
+first thread allocates (`choose_arenas`, called by process.py's `prepare_process`):
+glibc fixes the limit once a thread other than the main one has allocated under it,
+and a loader thread that allocated before it kept a heap of its own (float32's peak
+766 MB against 729-734 when the choice came at the model's load).
 
 MKL, whose products PyTorch's attention calls, keeps each thread's work buffers for
 the thread's next product and never gives them back: at a float32 server's peak
@@ -34,8 +34,8 @@ alternating: peak memory 712-722 against 733-738 MB (four pairs), a paragraph's
 speed level (3.45-3.60x against 3.46-3.55x real time). With int8 FlowLM (a heap
 per thread) memory and speed were level, and a voice took 312-335 against 268-277
 ms to encode (float32 level), a cost paid once per voice. MKL reads the setting as
-PyTorch loads it: the engine sets it before anything imports torch
-(`use_transient_blas_buffers`).
+PyTorch loads it: a command sets it before anything imports torch
+(`use_transient_blas_buffers`, called by process.py's `prepare_process`).
 
 FlowLM reads all its weights, hundreds of MB, for every frame. In 4 kB pages that
 is one page-table walk for every 4 kB read, more pages than any CPU's TLB holds;
