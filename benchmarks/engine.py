@@ -73,8 +73,8 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
     from wyoming_pocket_tts.engine.cpu.allocator import choose_arenas
     from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     choose_arenas(quantize)  # as the server does, before its first thread
     started = time.perf_counter()

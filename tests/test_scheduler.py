@@ -13,19 +13,19 @@ import pytest
 import torch
 
 from tests.test_threads import on_new_thread
-from wyoming_pocket_tts.engine.runtime import scheduler
-from wyoming_pocket_tts.engine.runtime.scheduler import (
+from wyoming_pocket_tts.engine.runtime import worker as scheduler
+from wyoming_pocket_tts.engine.runtime.job import SynthesisJob
+from wyoming_pocket_tts.engine.runtime.policy import (
     DECODE_FRAMES_PER_JOB,
     INT8_TURN_CALL_FRAMES,
     MIN_LEAD_SECONDS,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
-    SynthesisJob,
-    SynthesisWorker,
     default_turn_call_frames,
     default_turn_max_jobs,
 )
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [

@@ -17,7 +17,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:

@@ -40,8 +40,8 @@ from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model.config import ModelConfig, load_model_config
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.model.voice import VoiceState
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.server.info import ModelDescription, build_info
 from wyoming_pocket_tts.voices.files import VoiceFiles

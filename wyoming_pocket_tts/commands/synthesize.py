@@ -15,8 +15,8 @@ from wyoming_pocket_tts.catalog import CatalogError
 from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model, load_voice
 from wyoming_pocket_tts.download import DownloadError
 from wyoming_pocket_tts.engine.errors import EngineError
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 HELP = "speak a text into a WAV file"
 _LOGGER = logging.getLogger(__name__)

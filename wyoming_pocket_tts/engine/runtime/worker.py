@@ -36,12 +36,21 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import torch
 
 from ..cpu.threads import available_cores, intra_op_threads, use_cores
 from ..cpu.time_slice import use_long_time_slices
 from ..model.voice import VoiceState
-from .synthesizer import GenerationOptions, LatentFrame, PartlyDecoded, Synthesizer, Utterance
+from .job import SynthesisJob
+from .policy import (
+    DECODE_FRAMES_PER_JOB,
+    GENERATOR_TAIL_LAYERS,
+    MIN_LEAD_SECONDS,
+    TURN_MAX_JOBS,
+    TURN_RUN_FRAMES,
+    default_turn_call_frames,
+    default_turn_max_jobs,
+)
+from .synthesizer import GenerationOptions, LatentFrame, PartlyDecoded, Synthesizer
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -49,35 +58,6 @@ _LOGGER = logging.getLogger(__name__)
 _Delivery = dict["SynthesisJob", list[LatentFrame]]
 _End = tuple["SynthesisJob", Exception | None]
 
-# Frames of one job per Mimi call: four cost 35% less per frame than one, and a new
-# request's first frame waits at most one such call (about 50 ms, standard model).
-DECODE_FRAMES_PER_JOB = 4
-# Taking turns, a job's frames wait to be decoded in runs of TURN_RUN_FRAMES while its
-# listener has at least MIN_LEAD_SECONDS of audio in hand (one call takes every job's
-# run). A run and a FlowLM step take about 0.1 s on two cores, so the listener never
-# runs dry. Runs of eight against four: 2.42x against 2.33x real time (alternating in
-# one process, eight ahead in six rounds of six).
-TURN_RUN_FRAMES = 8
-# With int8 FlowLM a job alone waits for longer runs, since a Mimi call costs less per
-# frame the more frames it takes: sixteen against eight, alternating in one process
-# (Intel Xeon, six rounds), 6.59x against 6.46x real time, ahead in every round (24:
-# 6.49x against 6.38x for 16, four rounds). A request that comes meanwhile may wait
-# for the longer call: first audio beside one int8 paragraph after 32 against 28 ms
-# (medians of eight rounds; 52 against 35 at worst). Not in float32 (3.62x against
-# 3.54x there): a call of sixteen frames holds some 20 MB more at its peak, which
-# float32's memory, at 0.60x the reference's, cannot spare; int8's is at 0.43x.
-INT8_TURN_CALL_FRAMES = 16
-MIN_LEAD_SECONDS = 0.3
-# Side by side, the decoder thread stops its Mimi calls before the decoder's last
-# layers (the last ELU and the output convolution, over the 24 kHz activations) and
-# the generator thread runs them between its steps: with several streams Mimi's
-# thread is the bound and FlowLM's has time to spare. Four paragraphs at once, in
-# one process against the decoder thread doing it all (Zen 5 EPYC, 2 cores, four
-# rounds): 20.28x against 19.85x real time together (median), ahead in three rounds
-# (a first form, 20.84x against 20.02x, ahead in all four); with the last residual
-# unit too, 19.61x against 19.32x (two rounds); from the last SEANet stage on, 18.31x
-# against 20.08x (the generator became the bound). One stream takes turns: unchanged.
-GENERATOR_TAIL_LAYERS = 2
 # With nothing to step, the generator thread sleeps until woken (a submission, a
 # cancellation, frames taken) or this long, whichever comes first.
 IDLE_RECHECK_S = 0.05
@@ -93,150 +73,6 @@ IDLE_RECHECK_S = 0.05
 # frame was taken, not written, left the write 4-6 ms late in the slowest fifth).
 # The listener does not hear it: its next frame is due when the first one's 80 ms end.
 FIRST_FRAME_HANDOVER_S = 0.005
-# The stages take turns while this many jobs or fewer are active (float32). Against
-# side by side, alternating in one process (Intel Xeon, 2 cores, paragraphs at
-# once, four rounds each): two jobs 4.55x against 3.61x real time together (ahead
-# in four rounds of four), three 5.65x against 5.23x (three of four), their first
-# audio no later for a request that comes meanwhile; four 6.9-7.7x against
-# 6.7-7.6x (medians of four runs, level within their spread), where a newcomer's
-# first audio waited for Mimi's call over every job's run (up to 220 ms).
-TURN_MAX_JOBS = 3
-# With int8 FlowLM, whose step gains less from a second core, the stages take turns for
-# one job at most (see `SynthesisWorker`).
-INT8_TURN_MAX_JOBS = 1
-# Where PyTorch runs AVX2 kernels (no AVX-512), the stages take turns for one float32
-# job only, and never with int8 FlowLM (see `SynthesisWorker`).
-AVX2_TURN_MAX_JOBS = 1
-AVX2_INT8_TURN_MAX_JOBS = 0
-
-
-def default_turn_max_jobs(quantized: bool) -> int:
-    """Up to how many active jobs the stages take turns by default (0: never): by
-    FlowLM's weights and the CPU's vector kernels. ARM keeps the AVX-512 figures:
-    neither way has been measured there."""
-    if torch.backends.cpu.get_cpu_capability() == "AVX2":
-        return AVX2_INT8_TURN_MAX_JOBS if quantized else AVX2_TURN_MAX_JOBS
-    return INT8_TURN_MAX_JOBS if quantized else TURN_MAX_JOBS
-
-
-def default_turn_call_frames(quantized: bool) -> int:
-    """Frames a call waits for while the stages take turns: a job alone's run."""
-    return INT8_TURN_CALL_FRAMES if quantized else TURN_RUN_FRAMES
-
-
-class SynthesisJob:
-    """The consumer's handle on one utterance being synthesized by the worker."""
-
-    def __init__(
-        self, utterance: Utterance, on_ready: Callable[[], None] | None,
-        resume_worker: Callable[[], None] | None = None,
-    ):
-        self._utterance = utterance
-        self._on_ready = on_ready
-        self._resume_worker = resume_worker  # a job with a full backlog waits for take()
-        self._frames: deque[np.ndarray] = deque()
-        self._changed = threading.Condition()
-        self._cancelled = threading.Event()
-        self._passed_on = threading.Event()  # the consumer has passed audio on
-        self._in_decoder = 0  # latents handed to the decoder, not yet audio
-        self.done = False
-        self.error: Exception | None = None
-        self.submitted_at = time.monotonic()
-        self.first_audio_at: float | None = None
-        self.finished_at: float | None = None
-        self.samples = 0
-
-    def take(self) -> list[np.ndarray]:
-        """All audio frames produced since the last call (possibly none); never blocks.
-
-        Taking frames makes room in the job's backlog, so the worker is woken: a job it
-        skipped as full goes on at once. (Readers that did not wake it waited for the
-        worker's idle recheck: four paragraphs read by `frames()` stalled for 50 ms
-        some twenty times in 12 s, with Mimi's thread idle meanwhile.)
-        """
-        with self._changed:
-            frames = list(self._frames)
-            self._frames.clear()
-        if frames and self._resume_worker is not None:
-            self._resume_worker()
-        return frames
-
-    def passed_on(self) -> None:
-        """Say that the frames taken have gone on (the server: written to its socket).
-
-        After a job's first frame the worker holds its next step until then
-        (`FIRST_FRAME_HANDOVER_S` at most), so that the consumer has Python's lock to
-        itself meanwhile.
-        """
-        self._passed_on.set()
-
-    def frames(self) -> Iterator[np.ndarray]:
-        """Blocking iteration over the audio (for threads); raises the job's error, if any."""
-        while True:
-            with self._changed:
-                self._changed.wait_for(lambda: self._frames or self.done)
-            frames = self.take()
-            yield from frames
-            self.passed_on()  # the caller is back for more
-            if not frames and self.done:
-                if self.error is not None:
-                    raise self.error
-                return
-
-    def cancel(self) -> None:
-        """Stop before the next frame (e.g. the client went away)."""
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def _backlog(self) -> int:
-        with self._changed:
-            return len(self._frames) + self._in_decoder
-
-    def _awaits_first_frame(self) -> bool:
-        """Nobody has heard this job and none of its frames is made: its text prompt is next."""
-        return self.first_audio_at is None and self._backlog() == 0
-
-    def _lead(self, sample_rate: int) -> float:
-        """Seconds of audio this job's listener has in hand, if playing since the first frame."""
-        if self.first_audio_at is None:
-            return 0.0
-        return self.samples / sample_rate - (time.monotonic() - self.first_audio_at)
-
-    def _hand_over_frame(self) -> None:
-        """A latent of this job goes to be decoded: it counts against the backlog."""
-        with self._changed:
-            self._in_decoder += 1
-
-    def _push(self, frames: list[np.ndarray]) -> None:
-        if self.first_audio_at is None:
-            self.first_audio_at = time.monotonic()
-        with self._changed:
-            self._frames.extend(frames)
-            self._in_decoder -= len(frames)
-            self.samples += sum(frame.shape[0] for frame in frames)
-            self._changed.notify_all()
-        self._notify()
-
-    def _finish(self, error: Exception | None = None) -> None:
-        with self._changed:
-            if self.done:
-                return
-            self.error = error
-            self.finished_at = time.monotonic()
-            self.done = True
-            self._changed.notify_all()
-        self._notify()
-
-    def _notify(self) -> None:
-        if self._on_ready is None:
-            return
-        try:
-            self._on_ready()
-        except Exception:  # a consumer that is gone (closed loop) must not stop the worker
-            _LOGGER.debug("on_ready callback failed", exc_info=True)
 
 
 class SynthesisWorker:
