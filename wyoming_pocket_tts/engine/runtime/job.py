@@ -1,4 +1,10 @@
-"""The consumer's handle on one utterance being synthesized by the worker."""
+"""One utterance being synthesized by the worker: the consumer's handle on it.
+
+The consumer takes audio (`take`, `frames`), says when it has passed it on, and may
+cancel. The worker, on its threads, counts the latents it makes (`frame_made`),
+delivers audio (`deliver`) and ends the job (`finish`); everything either side reads
+of the other goes through these methods, under the job's own lock.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,6 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .synthesizer import Utterance
-
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -19,17 +23,16 @@ class SynthesisJob:
     """The consumer's handle on one utterance being synthesized by the worker."""
 
     def __init__(
-        self, utterance: Utterance, on_ready: Callable[[], None] | None,
+        self, on_ready: Callable[[], None] | None = None,
         resume_worker: Callable[[], None] | None = None,
     ):
-        self._utterance = utterance
         self._on_ready = on_ready
         self._resume_worker = resume_worker  # a job with a full backlog waits for take()
         self._frames: deque[np.ndarray] = deque()
         self._changed = threading.Condition()
         self._cancelled = threading.Event()
         self._passed_on = threading.Event()  # the consumer has passed audio on
-        self._in_decoder = 0  # latents handed to the decoder, not yet audio
+        self._in_decoder = 0  # latents made, not yet audio
         self.done = False
         self.error: Exception | None = None
         self.submitted_at = time.monotonic()
@@ -37,13 +40,13 @@ class SynthesisJob:
         self.finished_at: float | None = None
         self.samples = 0
 
+    # -- the consumer's side --------------------------------------------------------
+
     def take(self) -> list[np.ndarray]:
         """All audio frames produced since the last call (possibly none); never blocks.
 
         Taking frames makes room in the job's backlog, so the worker is woken: a job it
-        skipped as full goes on at once. (Readers that did not wake it waited for the
-        worker's idle recheck: four paragraphs read by `frames()` stalled for 50 ms
-        some twenty times in 12 s, with Mimi's thread idle meanwhile.)
+        skipped as full goes on at once, not after its idle recheck.
         """
         with self._changed:
             frames = list(self._frames)
@@ -55,9 +58,8 @@ class SynthesisJob:
     def passed_on(self) -> None:
         """Say that the frames taken have gone on (the server: written to its socket).
 
-        After a job's first frame the worker holds its next step until then
-        (`FIRST_FRAME_HANDOVER_S` at most), so that the consumer has Python's lock to
-        itself meanwhile.
+        After a job's first frame the worker holds its next step until then (a few
+        milliseconds at most), so that the consumer has Python's lock to itself meanwhile.
         """
         self._passed_on.set()
 
@@ -82,26 +84,31 @@ class SynthesisJob:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
-    def _backlog(self) -> int:
+    # -- the worker's side ----------------------------------------------------------
+
+    @property
+    def backlog(self) -> int:
+        """Frames made and not yet taken by the consumer, decoded or not."""
         with self._changed:
             return len(self._frames) + self._in_decoder
 
-    def _awaits_first_frame(self) -> bool:
-        """Nobody has heard this job and none of its frames is made: its text prompt is next."""
-        return self.first_audio_at is None and self._backlog() == 0
-
-    def _lead(self, sample_rate: int) -> float:
-        """Seconds of audio this job's listener has in hand, if playing since the first frame."""
+    def lead(self, sample_rate: int, now: float) -> float:
+        """Seconds of audio the listener has in hand at `now`, if playing since the first frame."""
         if self.first_audio_at is None:
             return 0.0
-        return self.samples / sample_rate - (time.monotonic() - self.first_audio_at)
+        return self.samples / sample_rate - (now - self.first_audio_at)
 
-    def _hand_over_frame(self) -> None:
-        """A latent of this job goes to be decoded: it counts against the backlog."""
+    def frame_made(self, count: int = 1) -> None:
+        """Latents of this job went to be decoded: they count against its backlog."""
         with self._changed:
-            self._in_decoder += 1
+            self._in_decoder += count
 
-    def _push(self, frames: list[np.ndarray]) -> None:
+    def frames_dropped(self, count: int) -> None:
+        """Latents `frame_made` counted will never be audio (the job was cancelled)."""
+        self.frame_made(-count)
+
+    def deliver(self, frames: list[np.ndarray]) -> None:
+        """Hand out the audio of latents `frame_made` counted, in order."""
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
         with self._changed:
@@ -111,7 +118,12 @@ class SynthesisJob:
             self._changed.notify_all()
         self._notify()
 
-    def _finish(self, error: Exception | None = None) -> None:
+    def wait_passed_on(self, timeout: float) -> None:
+        """Wait (`timeout` at most) until the consumer has passed its audio on."""
+        self._passed_on.wait(timeout)
+
+    def finish(self, error: Exception | None = None) -> None:
+        """End the job, with `error` if it failed; once only, later calls are ignored."""
         with self._changed:
             if self.done:
                 return
