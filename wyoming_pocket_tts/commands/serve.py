@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -315,7 +315,10 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
     sources = _voice_sources(served, args.voices_dir, explicit)
     # A voice is encoded on every core, on a thread that ends with it (see engine/cpu/threads.py).
     voice_loader = OwnThreadExecutor("voice-loader")
-    worker = SynthesisWorker(Synthesizer(model))
+    loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
+    worker = SynthesisWorker(
+        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set)
+    )
     worker.start()
     try:
         try:
@@ -360,11 +363,30 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             worker=worker,
             settings=settings,
         )
-        await _run_server(args, handler, voices.default_voice)
+        if not await _unless_worker_dies(
+            _run_server(args, handler, voices.default_voice), worker_died
+        ):
+            _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
+            return 1
         return 0
     finally:
         worker.close()
         voice_loader.shutdown(wait=False, cancel_futures=True)
+
+
+async def _unless_worker_dies(serving: Coroutine, died: asyncio.Event) -> bool:
+    """Run `serving` to its end, or stop it once the synthesis worker has died (False):
+    a server that only answers Describe must exit so that its supervisor restarts it."""
+    server, death = asyncio.create_task(serving), asyncio.create_task(died.wait())
+    await asyncio.wait({server, death}, return_when=asyncio.FIRST_COMPLETED)
+    death.cancel()
+    if died.is_set():
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+        return False
+    await server
+    return True
 
 
 async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:

@@ -241,7 +241,10 @@ class SynthesisWorker:
         for job in jobs:
             job.finish(failure)
         if self._on_failure is not None:
-            self._on_failure(error)
+            try:
+                self._on_failure(error)
+            except Exception:  # e.g. the event loop to tell has closed
+                _LOGGER.debug("on_failure callback failed", exc_info=True)
 
     # -- generator thread (FlowLM) ------------------------------------------------
 
