@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -131,6 +132,28 @@ class WorkerView:
     in_decoding: frozenset[Hashable] = frozenset()  # jobs a thread is decoding now
     generator_waiting: bool = False  # the generator thread can step no job
     closing: bool = False
+
+    @cached_property
+    def decodable(self) -> dict[Hashable, JobView]:
+        """Jobs with a queued entry that no thread is decoding."""
+        return {
+            entry.job.key: entry.job for entry in self.queue
+            if entry.job.key not in self.in_decoding
+        }
+
+    @cached_property
+    def queued_frames(self) -> dict[Hashable, tuple[JobView, int]] | None:
+        """Frames queued of each job no thread is decoding; None when an end (or a
+        cancelled job's entry) is queued, which is due at once."""
+        queued: dict[Hashable, tuple[JobView, int]] = {}
+        for entry in self.queue:
+            job = entry.job
+            if job.key in self.in_decoding:
+                continue
+            if not entry.frame or job.cancelled:
+                return None
+            queued[job.key] = (job, queued.get(job.key, (job, 0))[1] + 1)
+        return queued
 
 
 # -- the plans ----------------------------------------------------------------------
@@ -250,7 +273,7 @@ class BatchingPolicy:
             return ()
         run = self.turn_run(view)
         if not everything:
-            queued = self.queued_frames(view)
+            queued = view.queued_frames
             if queued is not None and not any(
                 count >= run or self.short_of_audio(job) for job, count in queued.values()
             ):
@@ -268,7 +291,7 @@ class BatchingPolicy:
     def decoder_has_work(self, view: WorkerView) -> bool:
         """Whether the decoder thread makes a call now (closing: or exits, once the
         queue is empty)."""
-        decodable = bool(self._decodable(view))
+        decodable = bool(view.decodable)
         if view.closing:
             return not view.queue or decodable
         return (
@@ -283,7 +306,7 @@ class BatchingPolicy:
         ended, or the generator thread waits, every backlog full, for this call."""
         if view.generator_waiting:
             return True
-        queued = self.queued_frames(view)
+        queued = view.queued_frames
         if queued is None or any(self.short_of_audio(job) for job, _ in queued.values()):
             return True
         run = min(self.decode_frames_per_job, self.max_buffered_frames)
@@ -299,7 +322,7 @@ class BatchingPolicy:
         that pass and the first frame's decoding get every core, unless some queued
         listener is short of audio."""
         return any(job.awaits_first_frame for job in view.jobs) and not any(
-            self.short_of_audio(job) for job in self._decodable(view).values()
+            self.short_of_audio(job) for job in view.decodable.values()
         )
 
     def decode_batch(self, view: WorkerView, frames_per_job: int) -> tuple[int, ...]:
@@ -310,7 +333,7 @@ class BatchingPolicy:
         fraction of one over every job, and the others have audio in hand. Jobs
         another thread is decoding are left alone.
         """
-        urgent = {key for key, job in self._decodable(view).items() if self.short_of_audio(job)}
+        urgent = {key for key, job in view.decodable.items() if self.short_of_audio(job)}
         taken: list[int] = []
         frames: dict[Hashable, int] = {}
         for index, entry in enumerate(view.queue):
@@ -330,25 +353,3 @@ class BatchingPolicy:
     def short_of_audio(self, job: JobView) -> bool:
         """Whether the job's listener has heard nothing yet, or is about to run dry."""
         return not job.heard or job.lead < self.min_lead_seconds
-
-    @staticmethod
-    def queued_frames(view: WorkerView) -> dict[Hashable, tuple[JobView, int]] | None:
-        """Frames queued of each job no thread is decoding; None when an end (or a
-        cancelled job's entry) is queued, which is due at once."""
-        queued: dict[Hashable, tuple[JobView, int]] = {}
-        for entry in view.queue:
-            job = entry.job
-            if job.key in view.in_decoding:
-                continue
-            if not entry.frame or job.cancelled:
-                return None
-            queued[job.key] = (job, queued.get(job.key, (job, 0))[1] + 1)
-        return queued
-
-    @staticmethod
-    def _decodable(view: WorkerView) -> dict[Hashable, JobView]:
-        """Jobs with a queued entry that no thread is decoding."""
-        return {
-            entry.job.key: entry.job for entry in view.queue
-            if entry.job.key not in view.in_decoding
-        }

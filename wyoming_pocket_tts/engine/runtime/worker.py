@@ -196,24 +196,26 @@ class SynthesisWorker:
                 self._wake.notify_all()
 
     def _view(self) -> WorkerView:
-        """The snapshot the policy decides on (`_wake` held)."""
-        now = time.monotonic()
-        views: dict[SynthesisJob, JobView] = {}
-
-        def view_of(job: SynthesisJob) -> JobView:
-            if (view := views.get(job)) is None:
-                view = views[job] = JobView(
-                    job, job.backlog, job.first_audio_at is not None,
-                    job.lead(self._sample_rate, now), job.cancelled,
-                )
-            return view
-
+        """The snapshot the policy decides on (`_wake` held). Entries are immutable, so
+        one `QueuedEntry` stands for every queued frame of a job."""
+        now, rate = time.monotonic(), self._sample_rate
+        jobs = dict.fromkeys(self._jobs)
+        jobs.update(dict.fromkeys(entry.job for entry in self._decode_queue))
+        views = {
+            job: JobView(
+                job, job.backlog, job.first_audio_at is not None, job.lead(rate, now),
+                job.cancelled,
+            )
+            for job in jobs
+        }
+        frames = {job: QueuedEntry(view) for job, view in views.items()}
         return WorkerView(
-            jobs=tuple(view_of(job) for job in self._jobs),
-            queue=tuple(
-                QueuedEntry(view_of(entry.job), entry.frame is not None)
+            jobs=tuple([views[job] for job in self._jobs]),
+            queue=tuple([
+                frames[entry.job] if entry.frame is not None
+                else QueuedEntry(views[entry.job], frame=False)
                 for entry in self._decode_queue
-            ),
+            ]),
             in_decoding=frozenset(self._in_decoding),
             generator_waiting=self._generator_waiting,
             closing=self._closing,
@@ -309,7 +311,11 @@ class SynthesisWorker:
         utterances = [self._utterances[job] for job in jobs]
         try:
             return dict(zip(jobs, self.synthesizer.advance(utterances, threads), strict=True))
-        except Exception:
+        except Exception as error:
+            if len(jobs) == 1:
+                _LOGGER.exception("Synthesis failed")
+                self._fail_in_step(jobs[0], error)
+                return {}
             _LOGGER.warning("A batched step failed: stepping each job alone", exc_info=True)
         stepped = {}
         for job, utterance in zip(jobs, utterances, strict=True):
@@ -393,10 +399,10 @@ class SynthesisWorker:
         use_cores(self.threads_per_stage, serial_blas=True)
         while True:
             with self._wake:
-                self._wake.wait_for(lambda: self.policy.decoder_has_work(self._view()))
+                while not self.policy.decoder_has_work(view := self._view()):
+                    self._wake.wait()
                 if not self._decode_queue:
                     return  # closing, and nothing left to finish
-                view = self._view()
                 batch = self._take_entries(
                     self.policy.decode_batch(view, self.policy.decode_frames_per_job)
                 )
@@ -453,7 +459,11 @@ class SynthesisWorker:
         try:
             call.parts.append((self._start_part(delivery, tail_layers), delivery))
             return call
-        except Exception:
+        except Exception as error:
+            if len(delivery) == 1:
+                _LOGGER.exception("Decoding failed")
+                self._fail_decoding(delivery, error)
+                return call
             _LOGGER.warning("A batched Mimi call failed: decoding each job alone", exc_info=True)
         for job, frames in delivery.items():
             try:
