@@ -75,8 +75,8 @@ def run_ours(config: Path, voices: list[Path], quantize: bool = False) -> dict:
     prepare_process(quantized=quantize)  # as the server does, before torch and its threads
     from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     started = time.perf_counter()
     # Loaded as the server loads: on a thread that ends with it (see engine/cpu/threads.py).

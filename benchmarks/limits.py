@@ -50,7 +50,7 @@ from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, c
 from benchmarks.engine import PARAGRAPH, _machine, run_child
 from tests.support.reference_model import FRAME_SAMPLES
 from tests.support.voices_audio import write_voice_wav
-from wyoming_pocket_tts.engine.runtime.scheduler import TURN_RUN_FRAMES
+from wyoming_pocket_tts.engine.runtime.policy import TURN_RUN_FRAMES
 
 STEPS = 40  # FlowLM steps timed per round (median), after a few untimed
 MIMI_FRAMES_PER_CALL = TURN_RUN_FRAMES  # as when the stages take turns (float32)
@@ -162,8 +162,9 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
     from wyoming_pocket_tts.engine.cpu.threads import available_cores, run_on_own_thread, use_cores
     from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import DECODE_FRAMES_PER_JOB, SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.policy import DECODE_FRAMES_PER_JOB
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     cores = available_cores()
 

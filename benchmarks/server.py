@@ -134,8 +134,8 @@ def _load_ours(config: Path, voice: Path) -> LoadedEngine:
     prepare_process(quantized=False)  # as the server does, before torch and its threads
     from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     # Loaded as the server loads: on a thread that ends with it (see engine/cpu/threads.py).
     model = run_on_own_thread(PocketTTS.load, config)

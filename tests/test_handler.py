@@ -21,9 +21,9 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
-from wyoming_pocket_tts.engine.runtime import scheduler
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
 
@@ -169,7 +169,7 @@ def test_the_worker_steps_on_once_the_first_frame_is_written(model, voice, monke
     """After a job's first frame the worker holds its next step until the consumer has
     passed the frame on: with that hold made longer than the test may take, a request
     still ends in seconds, since the handler says so once it has written the frame."""
-    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 120.0)
+    monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 120.0)
     recording = RecordingWorker(SynthesisWorker(Synthesizer(model)))
     recording.worker.start()
     try:

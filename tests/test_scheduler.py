@@ -13,19 +13,17 @@ import pytest
 import torch
 
 from tests.support.threads import on_new_thread
-from wyoming_pocket_tts.engine.runtime import scheduler
-from wyoming_pocket_tts.engine.runtime.scheduler import (
+from wyoming_pocket_tts.engine.runtime import worker as worker_module
+from wyoming_pocket_tts.engine.runtime.policy import (
     DECODE_FRAMES_PER_JOB,
+    GENERATOR_TAIL_LAYERS,
     INT8_TURN_CALL_FRAMES,
-    MIN_LEAD_SECONDS,
     TURN_MAX_JOBS,
     TURN_RUN_FRAMES,
-    SynthesisJob,
-    SynthesisWorker,
-    default_turn_call_frames,
-    default_turn_max_jobs,
+    BatchingPolicy,
 )
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [
@@ -33,6 +31,11 @@ TEXTS = [
     "The front door is locked. The garage is closed, and the alarm is set for the night.",
     "Good morning!",
 ]
+
+
+def turns_policy(**changes) -> BatchingPolicy:
+    """The stages taking turns, as `take_turns=True` makes them, with `changes`."""
+    return dataclasses.replace(BatchingPolicy.for_cpu(quantized=False, take_turns=True), **changes)
 
 
 # Every behaviour below holds whether the stages run side by side or take turns.
@@ -80,12 +83,13 @@ def test_slow_reader_bounds_buffered_audio(model, voice, take_turns):
         Synthesizer(model), max_buffered_frames=4, take_turns=take_turns
     ) as worker:
         job = worker.submit(voice, long_text, OPTIONS)
-        wait_until(lambda: len(job._frames) >= 4)
+        wait_until(lambda: job.backlog >= 4)
         time.sleep(0.5)  # the worker would run on here if it ignored the reader
-        assert len(job._frames) == 4 and not job.done
-        taken = len(job.take())
-        wait_until(lambda: len(job._frames) >= 4 or job.done)
-        assert taken == 4
+        assert job.backlog == 4 and not job.done
+        taken = []
+        wait_until(lambda: taken.extend(job.take()) or len(taken) >= 4)
+        assert len(taken) == 4
+        wait_until(lambda: job.backlog >= 4 or job.done)  # room again: it goes on
         job.cancel()
 
 
@@ -95,7 +99,7 @@ def test_taking_frames_resumes_a_job_held_for_its_full_backlog(
 ):
     """A job skipped for its full backlog goes on as soon as its frames are taken: the
     worker's idle recheck, here a minute, never comes into it."""
-    monkeypatch.setattr(scheduler, "IDLE_RECHECK_S", 60.0)
+    monkeypatch.setattr(worker_module, "IDLE_RECHECK_S", 60.0)
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 2)
     with SynthesisWorker(
         Synthesizer(model), max_buffered_frames=2, take_turns=take_turns
@@ -128,126 +132,6 @@ def test_reused_worker_after_errors_keeps_serving(model, voice, take_turns):
             worker.submit(voice, "   ", OPTIONS)
         job = worker.submit(voice, "Still here.", OPTIONS)
         assert sum(frame.shape[0] for frame in job.frames()) > 0
-
-
-def queued_job(lead_seconds: float | None = None, sample_rate: int = 24_000) -> SynthesisJob:
-    """A job for queue-level tests: unheard, or heard with `lead_seconds` of audio in hand."""
-    job = SynthesisJob(utterance=None, on_ready=None)
-    if lead_seconds is not None:
-        job.first_audio_at = time.monotonic()
-        job.samples = round(lead_seconds * sample_rate)
-    return job
-
-
-def test_decoder_takes_a_bounded_run_of_each_job_so_new_requests_get_in(model):
-    """A long backlog of one job is decoded a few frames per call, in order; another
-    job's first frame goes into the very next call instead of waiting behind it all."""
-    worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    backlog, newcomer = queued_job(), queued_job()
-    worker._decode_queue.extend([(backlog, f"frame {i}", None) for i in range(10)])
-    worker._decode_queue.append((backlog, None, None))
-    worker._decode_queue.append((newcomer, "first frame", None))
-    batches = []
-    while worker._decode_queue:
-        batches.append(worker._next_decode_batch())
-        worker._in_decoding.clear()  # as when the batch has been decoded
-    assert (newcomer, "first frame", None) in batches[0]
-    assert sum(1 for job, frame, _ in batches[0] if job is backlog and frame) < 10
-    assert all(sum(1 for job, frame, _ in batch if job is backlog and frame) <= DECODE_FRAMES_PER_JOB for batch in batches)
-    flattened = [entry for batch in batches for entry in batch if entry[0] is backlog]
-    assert flattened == [(backlog, f"frame {i}", None) for i in range(10)] + [(backlog, None, None)]
-
-
-def test_a_job_is_decoded_by_one_thread_at_a_time_and_in_order(model):
-    """Two threads may decode at once, but never the same job: its later frames wait."""
-    worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    busy, other, third = queued_job(), queued_job(), queued_job()
-    worker._decode_queue.append((busy, "busy 0", None))
-    first = worker._next_decode_batch()
-    assert first == [(busy, "busy 0", None)]
-    worker._decode_queue.extend(
-        [(other, "other 0", None), (busy, "busy 1", None), (third, "third 0", None)]
-    )
-    second = worker._next_decode_batch()  # another thread, while `first` is being decoded
-    assert second == [(other, "other 0", None), (third, "third 0", None)]
-    assert list(worker._decode_queue) == [(busy, "busy 1", None)]
-    assert worker._next_decode_batch() == []
-    assert not worker._decodable()
-
-
-def test_decoder_takes_the_listeners_short_of_audio_first(model):
-    """A call over every job would keep a listener who is about to run dry (or has
-    heard nothing) waiting behind frames others do not need yet."""
-    worker = SynthesisWorker(Synthesizer(model))  # not started: we only drive its queue
-    rate = model.sample_rate
-    ahead = queued_job(10 * MIN_LEAD_SECONDS, rate)
-    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
-    unheard = queued_job()
-    worker._decode_queue.extend([(ahead, "ahead 0", None), (ahead, "ahead 1", None)])
-    worker._decode_queue.extend([(short, "short 0", None), (unheard, "unheard 0", None)])
-    assert worker._next_decode_batch() == [(short, "short 0", None), (unheard, "unheard 0", None)]
-    worker._in_decoding.clear()
-    assert worker._next_decode_batch() == [(ahead, "ahead 0", None), (ahead, "ahead 1", None)]
-
-
-def test_decoder_holds_back_while_a_new_jobs_prompt_is_next(model):
-    """Frames of listeners with audio in hand wait while a job nobody has heard has
-    its text prompt next (that pass and its first frame then get every core); not
-    when some queued listener is short of audio, nor once the new job has a frame."""
-    worker = SynthesisWorker(Synthesizer(model), take_turns=False)  # only its queue is driven
-    rate = model.sample_rate
-    ahead, newcomer = queued_job(10 * MIN_LEAD_SECONDS, rate), queued_job()
-    worker._jobs.extend([ahead, newcomer])
-    # A run of frames: without the new job, the decoder would take them now.
-    worker._decode_queue.extend((ahead, f"ahead {i}", None) for i in range(DECODE_FRAMES_PER_JOB))
-    assert not worker._decoder_has_work() and worker._decoder_idle()
-    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
-    worker._decode_queue.append((short, "short 0", None))
-    assert worker._decoder_has_work() and not worker._decoder_idle()
-    worker._decode_queue.pop()
-    newcomer._hand_over_frame()  # its first frame is made
-    assert worker._decoder_has_work() and not worker._decoder_idle()
-
-
-def test_generator_decodes_frames_itself_only_for_listeners_who_need_them_now(model):
-    """Right after its step, the generator decodes the first frame of a job nobody has
-    heard (on every core if the decoder is idle), and, while the decoder works, the
-    frame of any job whose listener is short of audio; other frames go to the queue."""
-    worker = SynthesisWorker(Synthesizer(model))
-    rate = model.sample_rate
-    unheard = queued_job()
-    short = queued_job(MIN_LEAD_SECONDS / 2, rate)
-    ahead = queued_job(10 * MIN_LEAD_SECONDS, rate)
-    assert [worker._decode_here(job, decoder_idle=True) for job in (unheard, short, ahead)] == [
-        True, False, False
-    ]
-    assert [worker._decode_here(job, decoder_idle=False) for job in (unheard, short, ahead)] == [
-        True, True, False
-    ]
-
-
-def test_decoder_thread_waits_for_a_run_of_every_job_unless_audio_is_needed_now(model):
-    """Side by side, a Mimi call of a few frames costs much more per frame than one of
-    a run of each job: the decoder thread holds out for runs, but not when a listener
-    is short of audio, a job has ended, or FlowLM can step no job until it decodes."""
-    worker = SynthesisWorker(Synthesizer(model), take_turns=False)  # not started
-    rate = model.sample_rate
-    jobs = [queued_job(10 * MIN_LEAD_SECONDS, rate) for _ in range(2)]
-    worker._jobs.extend(jobs)
-    for job, frames in zip(jobs, (DECODE_FRAMES_PER_JOB, DECODE_FRAMES_PER_JOB - 1), strict=True):
-        worker._decode_queue.extend((job, f"frame {i}", None) for i in range(frames))
-    assert not worker._decoder_has_work()  # the second job's run is one frame short
-    worker._generator_waiting = True
-    assert worker._decoder_has_work()
-    worker._generator_waiting = False
-    worker._decode_queue.append((jobs[1], "last frame", None))
-    assert worker._decoder_has_work()
-    worker._decode_queue.pop()
-    worker._decode_queue.append((jobs[1], None, None))  # the job ended
-    assert worker._decoder_has_work()
-    worker._decode_queue.pop()
-    worker._decode_queue.append((queued_job(MIN_LEAD_SECONDS / 2, rate), "short 0", None))
-    assert worker._decoder_has_work()
 
 
 def test_a_slow_decoder_gets_runs_of_every_job_and_each_sounds_as_if_alone(
@@ -301,7 +185,7 @@ def test_side_by_side_the_generator_finishes_the_decoders_calls(model, voice, mo
             together = list(listeners.map(lambda job: np.concatenate(list(job.frames())), jobs))
     for expected, actual in zip(alone, together, strict=True):
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
-    tails = {name for name, layers in finished_on if layers == scheduler.GENERATOR_TAIL_LAYERS}
+    tails = {name for name, layers in finished_on if layers == GENERATOR_TAIL_LAYERS}
     assert tails == {"flowlm"}
 
 
@@ -338,7 +222,7 @@ def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(
     """What the listener waits for (the prompt pass, then decoding its first frame)
     runs on every core; later steps, and Mimi beside them, keep half the cores each,
     even when other threads set torch's count (loading a voice sets it to every core)."""
-    monkeypatch.setattr(scheduler, "available_cores", lambda: cores)
+    monkeypatch.setattr(worker_module, "available_cores", lambda: cores)
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
@@ -414,9 +298,11 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     """The stages take turns for one job, whose frames queue up for a long run; a
     second job ends the turns. Its prompt and first frame still run on every core,
     before the decoder thread takes the first job's queued frames."""
-    monkeypatch.setattr(scheduler, "TURN_MAX_JOBS", 1)
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # never short of audio
-    monkeypatch.setattr(scheduler, "TURN_RUN_FRAMES", 10**6)  # queued until the turns end
+    policy = turns_policy(
+        turn_max_jobs=1,
+        min_lead_seconds=-math.inf,  # never short of audio
+        turn_run_frames=10**6, max_buffered_frames=10**6,  # queued until the turns end
+    )
     synthesizer = Synthesizer(model)
     events = []
     step, start_decoding = model.flow_lm.step, synthesizer.start_decoding
@@ -437,14 +323,12 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     monkeypatch.setattr(model.flow_lm, "step", recording_step)
     monkeypatch.setattr(synthesizer, "start_decoding", recording_decode)
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 3)
-    with SynthesisWorker(
-        synthesizer, max_buffered_frames=10**6, prompt_threads=3, take_turns=True
-    ) as worker:
+    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         first = worker.submit(voice, long_text, OPTIONS)
-        wait_until(lambda: len(worker._decode_queue) >= 2)
+        wait_until(lambda: first.backlog >= 3)  # the first frame heard, two queued
         armed.set()
         assert paused.wait(timeout=60)
-        assert len(worker._decode_queue) >= 2
+        assert first.backlog >= 3
         events.clear()
         second = worker.submit(voice, "Good morning!", OPTIONS)
         resume.set()
@@ -471,14 +355,15 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
     """One job alone: both stages on the generator thread with every core. Its first
     frame is decoded at once; later ones wait for a full run while the listener has
     audio in hand, or go one by one while it has not."""
-    monkeypatch.setattr(scheduler, "default_turn_call_frames", lambda quantized: call_frames)
+    policy = turns_policy(
+        turn_call_frames=call_frames, max_buffered_frames=call_frames, min_lead_seconds=min_lead
+    )
     text = "The front door is locked, and the garage is closed. " * 3
     expected = np.concatenate(list(Synthesizer(model).stream(voice, text, OPTIONS)))
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", min_lead)
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=True) as worker:
+    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         audio = np.concatenate(list(worker.stream(voice, text, OPTIONS)))
     np.testing.assert_allclose(audio, expected, atol=1e-4, rtol=0)
     assert {threads for _, threads in seen} == {3}
@@ -493,14 +378,17 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     core, the jobs' runs go to Mimi in one call, and each job sounds as if alone. The
     longer runs of a job alone (int8) are not given to each of several jobs."""
     assert TURN_MAX_JOBS >= 2
-    monkeypatch.setattr(scheduler, "default_turn_call_frames", lambda quantized: 2 * TURN_RUN_FRAMES)
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
+    runs = 2 * TURN_RUN_FRAMES
+    # Frames wait for full runs.
+    policy = turns_policy(
+        turn_call_frames=runs, max_buffered_frames=runs, min_lead_seconds=-math.inf
+    )
     texts = TEXTS[:2]
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer, prompt_threads=3, take_turns=True) as worker:
+    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         jobs = [worker.submit(voice, text, OPTIONS) for text in texts]
         together = [np.concatenate(list(job.frames())) for job in jobs]
     for expected, actual in zip(alone, together, strict=True):
@@ -511,36 +399,18 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     assert TURN_RUN_FRAMES < max(frames for _, _, frames in decodes) <= 2 * TURN_RUN_FRAMES
 
 
-@pytest.mark.parametrize(
-    ("capability", "float32", "int8"),
-    [("AVX512", TURN_MAX_JOBS, 1), ("AVX2", 1, 0), ("DEFAULT", TURN_MAX_JOBS, 1)],
-)
-def test_how_many_jobs_take_turns_follows_the_cpu(monkeypatch, capability, float32, int8):
-    """AVX2 kernels: one float32 job takes turns, int8 never; elsewhere a few jobs do."""
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert default_turn_max_jobs(quantized=False) == float32
-    assert default_turn_max_jobs(quantized=True) == int8
-
-
-def test_only_int8_has_a_job_alone_wait_for_longer_runs():
-    """Float32 keeps runs of TURN_RUN_FRAMES: longer calls hold more memory at their peak."""
-    assert default_turn_call_frames(quantized=False) == TURN_RUN_FRAMES
-    assert default_turn_call_frames(quantized=True) == INT8_TURN_CALL_FRAMES > TURN_RUN_FRAMES
-
-
 def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(
     model, voice, monkeypatch
 ):
     """With more jobs than TURN_MAX_JOBS (here: a second one) the stages go side by
     side again, frames queued during the turns included, and each job still sounds
     as if alone."""
-    monkeypatch.setattr(scheduler, "TURN_MAX_JOBS", 1)
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
+    policy = turns_policy(turn_max_jobs=1, min_lead_seconds=-math.inf)  # full runs
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
     texts = [" ".join(["The quick brown fox jumps over the lazy dog."] * 3), "Good morning!"]
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
-    with SynthesisWorker(synthesizer, take_turns=True) as worker:
+    with SynthesisWorker(synthesizer, policy=policy) as worker:
         first = worker.submit(voice, texts[0], OPTIONS)
         wait_until(lambda: first.samples > 0)
         second = worker.submit(voice, texts[1], OPTIONS)
@@ -556,18 +426,17 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
 ):
     """Taking turns, the generator thread decodes: the decoder thread, woken, finds
     nothing to do, and each such wake took a core from the step beside it."""
-    monkeypatch.setattr(scheduler, "MIN_LEAD_SECONDS", -math.inf)  # frames wait for full runs
     checks_on_decoder_thread = []
-    has_work = SynthesisWorker._decoder_has_work
 
-    def counted(worker):
-        if threading.current_thread().name == "mimi":
-            checks_on_decoder_thread.append(1)
-        return has_work(worker)
+    class CountingPolicy(BatchingPolicy):
+        def decoder_has_work(self, view):
+            if threading.current_thread().name == "mimi":
+                checks_on_decoder_thread.append(1)
+            return super().decoder_has_work(view)
 
-    monkeypatch.setattr(SynthesisWorker, "_decoder_has_work", counted)
+    policy = CountingPolicy(**dataclasses.asdict(turns_policy(min_lead_seconds=-math.inf)))
     text = "The front door is locked, and the garage is closed. " * 3
-    with SynthesisWorker(Synthesizer(model), take_turns=True) as worker:
+    with SynthesisWorker(Synthesizer(model), policy=policy) as worker:
         frames = len(list(worker.stream(voice, text, OPTIONS)))
     assert frames > 4 * TURN_RUN_FRAMES
     # Woken by the start and the end, and by frames taken while the generator waits.
@@ -603,7 +472,7 @@ def test_after_a_first_frame_the_next_step_waits_until_it_is_passed_on(
     model, voice, monkeypatch, take_turns
 ):
     """The consumer passes its first frame on with Python's lock to itself."""
-    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 60.0)
+    monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 60.0)
     synthesizer = Synthesizer(model)
     steps = count_steps(synthesizer, monkeypatch)
     with SynthesisWorker(synthesizer, take_turns=take_turns) as worker:
@@ -620,7 +489,7 @@ def test_after_a_first_frame_the_next_step_waits_until_it_is_passed_on(
 def test_a_first_frame_nobody_passes_on_holds_the_next_step_only_so_long(
     model, voice, monkeypatch
 ):
-    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 0.2)
+    monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 0.2)
     synthesizer = Synthesizer(model)
     steps = count_steps(synthesizer, monkeypatch)
     with SynthesisWorker(synthesizer) as worker:
@@ -637,7 +506,7 @@ def test_a_first_frame_nobody_passes_on_holds_the_next_step_only_so_long(
 def test_a_thread_reading_frames_passes_each_on_when_it_comes_back_for_more(
     model, voice, monkeypatch
 ):
-    monkeypatch.setattr(scheduler, "FIRST_FRAME_HANDOVER_S", 60.0)
+    monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 60.0)
     started = time.monotonic()
     with SynthesisWorker(Synthesizer(model)) as worker:
         assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0

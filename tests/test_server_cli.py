@@ -18,7 +18,7 @@ from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, 
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands import serve
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:

@@ -158,14 +158,14 @@ def test_a_synthesis_thread_keeps_mkl_serial_through_count_changes():
 
 def test_the_workers_threads_ask_for_serial_mkl(monkeypatch, tiny_model):
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime import scheduler
+    from wyoming_pocket_tts.engine.runtime import worker as worker_module
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     asked: list[bool] = []
     monkeypatch.setattr(
-        scheduler, "use_cores", lambda count, serial_blas=False: asked.append(serial_blas)
+        worker_module, "use_cores", lambda count, serial_blas=False: asked.append(serial_blas)
     )
-    worker = scheduler.SynthesisWorker(Synthesizer(PocketTTS.load(tiny_model.config_path)))
+    worker = worker_module.SynthesisWorker(Synthesizer(PocketTTS.load(tiny_model.config_path)))
     worker.start()
     worker.close()
     assert asked == [True, True]

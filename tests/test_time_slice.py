@@ -80,8 +80,8 @@ def test_an_idle_policy_thread_is_left_alone():
 @needs_slices
 def test_the_workers_threads_run_on_long_slices(tiny_model, voice_wav):
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     worker = SynthesisWorker(Synthesizer(PocketTTS.load(tiny_model.config_path)))
     with worker:

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +41,7 @@ from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceStore
 
 if TYPE_CHECKING:
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -201,12 +201,15 @@ async def _serve(
 ) -> int:
     # Imported after the process set-up (see `main`): they import torch.
     from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     # A voice is encoded on every core, on a thread that ends with it (see engine/cpu/threads.py).
     voice_loader = OwnThreadExecutor("voice-loader")
-    worker = SynthesisWorker(Synthesizer(model))
+    loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
+    worker = SynthesisWorker(
+        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set)
+    )
     worker.start()
     try:
         try:
@@ -253,11 +256,30 @@ async def _serve(
             worker=worker,
             settings=settings,
         )
-        await _run_server(args, handler, voices.default_voice)
+        if not await _unless_worker_dies(
+            _run_server(args, handler, voices.default_voice), worker_died
+        ):
+            _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
+            return 1
         return 0
     finally:
         worker.close()
         voice_loader.shutdown(wait=False, cancel_futures=True)
+
+
+async def _unless_worker_dies(serving: Coroutine, died: asyncio.Event) -> bool:
+    """Run `serving` to its end, or stop it once the synthesis worker has died (False):
+    a server that only answers Describe must exit so that its supervisor restarts it."""
+    server, death = asyncio.create_task(serving), asyncio.create_task(died.wait())
+    await asyncio.wait({server, death}, return_when=asyncio.FIRST_COMPLETED)
+    death.cancel()
+    if died.is_set():
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+        return False
+    await server
+    return True
 
 
 async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:

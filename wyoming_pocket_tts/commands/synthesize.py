@@ -44,8 +44,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str) -> float:
     """Stream the audio into the file; return its duration in seconds."""
-    from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
     from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     options = GenerationOptions(
         temperature=args.temperature, eos_threshold=args.eos_threshold,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..cpu.threads import intra_op_threads
-from ..errors import VoiceError
+from ..errors import EngineError, VoiceError
 from ..model.kv_cache import LinearKV
 from ..model.mimi import DecoderBatch, DecoderState
 from ..model.pocket_tts import PocketTTS
@@ -35,6 +35,7 @@ MIN_FRAMES_BEFORE_EOS = 6
 # A fresh decoder starts with a small step (a click): fade the first 5 ms in.
 FADE_IN_SECONDS = 0.005
 MAX_TOKENS_PER_CHUNK = 50
+INVALID_AUDIO = "the voice state or model produced invalid audio (NaN or infinity)"
 
 
 @dataclass(frozen=True)
@@ -242,30 +243,60 @@ class Synthesizer:
         threads if given: it is compute-bound (a dozen rows or more a text through
         every weight) and it is what a listener waits for first. Returns a frame per
         utterance, or None where a chunk ended (or the utterance is finished).
+
+        If the transformer raises, or makes a value that is not finite (a corrupt
+        voice state), this raises EngineError or the error and leaves every
+        utterance as it was: a caller can step each one alone to find the culprit.
         """
-        frames: dict[int, LatentFrame] = {}
         ready = [u for u in utterances if u._ready() is not None]
         prompted = [u for u in ready if u._progress.text_embeddings is not None]
         batched = [u for u in ready if u._progress.text_embeddings is None]
-        flow_lm = self.model.flow_lm
-        for group in (prompted, batched):
-            if not group:
-                continue
-            prefixes = [u._progress.text_embeddings for u in group] if group is prompted else None
-            for u in group:
-                u._progress.text_embeddings = None
-            with intra_op_threads(prompt_threads if prefixes else None):
-                previous = torch.cat([u._input_latent() for u in group])
-                z = flow_lm.step(previous, [u._cache for u in group], prefixes)
-            eos_logits = flow_lm.eos_logit(z).tolist()
-            rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
-            if not rows:
-                continue
-            noise = torch.cat([group[i]._noise() for i in rows])
-            latents = flow_lm.sample(z[rows], noise, self.decode_steps)
-            for latent, i in zip(latents.split(1), rows, strict=True):
-                frames[id(group[i])] = group[i]._emit(latent)
+        groups = [group for group in (prompted, batched) if group]
+        lengths = [(u._cache, u._cache.length) for u in ready]
+        try:
+            outputs = [
+                self._transformer_step(group, prompt_threads if group is prompted else None)
+                for group in groups
+            ]
+        except BaseException:
+            for cache, length in lengths:  # what the step wrote past them is overwritten
+                cache.length = length
+            raise
+        frames: dict[int, LatentFrame] = {}
+        for group, z in zip(groups, outputs, strict=True):
+            frames.update(self._sample(group, z))
         return [frames.get(id(u)) for u in utterances]
+
+    def _transformer_step(
+        self, group: list[Utterance], prompt_threads: int | None
+    ) -> torch.Tensor:
+        """The transformer's pass for `group` (feeding the texts of those that start a
+        chunk); changes nothing but their caches."""
+        prefixes = [u._progress.text_embeddings for u in group]
+        if prefixes[0] is None:
+            prefixes = None
+        with intra_op_threads(prompt_threads if prefixes else None):
+            previous = torch.cat([u._input_latent() for u in group])
+            z = self.model.flow_lm.step(previous, [u._cache for u in group], prefixes)
+        if not torch.isfinite(z).all():
+            raise EngineError(INVALID_AUDIO)
+        return z
+
+    def _sample(self, group: list[Utterance], z: torch.Tensor) -> dict[int, LatentFrame]:
+        """End the chunks whose speech ended, and sample the others' next latents."""
+        flow_lm = self.model.flow_lm
+        for u in group:
+            u._progress.text_embeddings = None
+        eos_logits = flow_lm.eos_logit(z).tolist()
+        rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
+        if not rows:
+            return {}
+        noise = torch.cat([group[i]._noise() for i in rows])
+        latents = flow_lm.sample(z[rows], noise, self.decode_steps)
+        return {
+            id(group[i]): group[i]._emit(latent)
+            for latent, i in zip(latents.split(1), rows, strict=True)
+        }
 
     def decode(self, frames: Sequence[LatentFrame]) -> list[np.ndarray]:
         """Mimi-decode frames of any utterances (each one's in order); audio per frame.
