@@ -9,14 +9,13 @@ import time
 import wave
 from pathlib import Path
 
-import numpy as np
-
 from wyoming_pocket_tts.catalog import CatalogError
 from wyoming_pocket_tts.commands.engine_args import add_model_arguments, load_model, load_voice
 from wyoming_pocket_tts.download import DownloadError
 from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.server.wire import pcm16
 
 HELP = "speak a text into a WAV file"
 _LOGGER = logging.getLogger(__name__)
@@ -55,7 +54,7 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
             wav.setsampwidth(2)
             wav.setframerate(sample_rate)
             for frame in worker.stream(voice, text, options):
-                wav.writeframes((np.clip(frame, -1, 1) * 32767).astype("<i2").tobytes())
+                wav.writeframes(pcm16(frame))
                 samples += frame.shape[0]
                 if progress and time.monotonic() - last_report > 0.5:
                     last_report = time.monotonic()
