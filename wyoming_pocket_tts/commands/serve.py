@@ -27,7 +27,6 @@ from urllib.parse import urlparse
 
 import numpy as np
 from wyoming.event import async_get_stdin
-from wyoming.server import AsyncServer, AsyncTcpServer
 
 from wyoming_pocket_tts import __version__
 from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
@@ -42,6 +41,7 @@ from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.model.voice import VoiceState
 from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.server.connections import Connections
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.server.info import ModelDescription, build_info
 from wyoming_pocket_tts.voices.files import VoiceFiles
@@ -65,6 +65,9 @@ WARM_UP_FRAMES = 3
 #: Folder in the download directory for the encoded states of recordings whose own
 #: folder is read-only (see voices/files.py).
 VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
+#: Time the open connections get to end their audio at shutdown before they are dropped:
+#: s6 (the add-on) kills a service 3 s after asking it to stop, Docker after 10 s.
+SHUTDOWN_GRACE_SECONDS = 1.0
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -126,6 +129,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-streaming",
         action="store_true",
         help="do not offer text streaming (synthesize-start/chunk/stop) to clients",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=32,
+        help="connections served at once; more get an error and are closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-text-chars",
+        type=int,
+        default=10_000,
+        help="most characters of text per request, a Synthesize or a whole text stream; "
+        "a longer one gets an error and the connection is closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client may take to finish sending an event, and that a connection "
+        "with no request in flight may stay silent, before it is closed (default: %(default)s)",
     )
     parser.add_argument(
         "--zeroconf",
@@ -292,9 +315,10 @@ def main(args: argparse.Namespace) -> int:
     if args.zeroconf is not None and scheme != "tcp":
         _LOGGER.error("--zeroconf needs a tcp:// URI, not %s", args.uri)
         return 2
-    if args.max_loaded_voices < 1:
-        _LOGGER.error("--max-loaded-voices must be at least 1")
-        return 2
+    for option in ("max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout"):
+        if getattr(args, option) <= 0:
+            _LOGGER.error("--%s must be above 0", option.replace("_", "-"))
+            return 2
     choose_arenas(args.quantize)  # before downloads or loading start threads
     try:
         served = resolve_model(args)
@@ -350,6 +374,9 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),
             quantized=model.quantized,
+            max_text_chars=args.max_text_chars,
+            idle_timeout=args.idle_timeout,
+            silence_samples=model.samples_per_frame,
         )
         handler = partial(
             PocketTTSEventHandler,
@@ -409,41 +436,52 @@ def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
 
 
 async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:
-    """Serve until SIGTERM/SIGINT (or, on stdio, until the input ends)."""
+    """Serve until SIGTERM/SIGINT (or, on stdio, until the input ends), then stop taking
+    connections, withdraw the announcement and end the open connections."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     stopping = asyncio.create_task(stop.wait())
+    connections = Connections(handler, args.max_connections)
     if args.uri.startswith("stdio"):
-        serving = asyncio.create_task(_serve_stdio(handler))
+        serving = asyncio.create_task(_serve_stdio(connections))
         _LOGGER.info("Ready: serving on stdio with default voice %s", default_voice)
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        serving.cancel()
         stopping.cancel()
+        await connections.shut_down(SHUTDOWN_GRACE_SECONDS)
+        serving.cancel()  # a no-op once its connection has ended
+        await asyncio.wait({serving})
         return
 
-    server = AsyncServer.from_uri(args.uri)
-    await server.start(handler)
+    uri = urlparse(args.uri)
+    if uri.scheme == "unix":
+        server = await asyncio.start_unix_server(connections.serve, uri.path)
+    else:
+        server = await asyncio.start_server(connections.serve, uri.hostname, uri.port)
     announcement = None
     if args.zeroconf is not None:
         from wyoming_pocket_tts.server.discovery import register_zeroconf
 
-        assert isinstance(server, AsyncTcpServer)
-        announcement = await register_zeroconf(args.zeroconf or None, server.host, server.port)
+        announcement = await register_zeroconf(args.zeroconf or None, uri.hostname, uri.port)
     _LOGGER.info("Ready: serving on %s with default voice %s", args.uri, default_voice)
     try:
         await stopping
     finally:
         _LOGGER.info("Stopping")
+        server.close()
         if announcement is not None:
             from wyoming_pocket_tts.server.discovery import unregister_zeroconf
 
-            await unregister_zeroconf(announcement)
-        await server.stop()
+            withdrawing = asyncio.create_task(unregister_zeroconf(announcement))
+        await connections.shut_down(SHUTDOWN_GRACE_SECONDS)
+        if announcement is not None:
+            await withdrawing
+        if uri.scheme == "unix":
+            Path(uri.path).unlink(missing_ok=True)
 
 
-async def _serve_stdio(handler: Callable) -> None:
+async def _serve_stdio(connections: Connections) -> None:
     """One connection over stdin/stdout. The protocol gets a private copy of stdout and
     the process's stdout becomes stderr, so a stray print from any library lands in the
     log instead of corrupting the event stream."""
@@ -455,4 +493,4 @@ async def _serve_stdio(handler: Callable) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb")
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    await handler(reader, writer).run()
+    await connections.serve(reader, writer)
