@@ -45,6 +45,8 @@ class Connections:
         self._open[task] = handler
         try:
             await handler.run()
+        except asyncio.CancelledError:
+            pass  # dropped at shutdown: asyncio would log a cancelled connection as an error
         finally:
             del self._open[task]
 
