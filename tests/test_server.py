@@ -14,14 +14,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,6 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event, read_event, write_event
-from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
@@ -39,98 +36,23 @@ from wyoming.tts import (
 )
 
 from tests.support.reference_model import BuiltModel
+from tests.support.server import (
+    FRAME_BYTES,
+    LONG_TEXT,
+    REPO,
+    SHORT,
+    TIMEOUT,
+    AudioStream,
+    ServerProcess,
+    assert_pcm_frames,
+    describe,
+    free_port,
+    launch,
+    read_audio,
+    run,
+    synthesize,
+)
 from wyoming_pocket_tts.engine.cpu.quantize import int8_backend
-
-REPO = Path(__file__).resolve().parents[1]
-FRAME_BYTES = 1920 * 2  # one 80 ms frame of 16-bit mono at 24 kHz
-TIMEOUT = 120.0  # generous: the machine may be loaded
-SHORT = ["--eos-threshold", "-1000"]
-LONG_TEXT = "The quick brown fox jumps over the lazy dog."  # 167 frames without EOS
-
-
-# ---------------------------------------------------------------------------
-# Harness
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@dataclass
-class ServerProcess:
-    process: subprocess.Popen
-    log_path: Path
-    port: int | None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_for_log(self, text: str, timeout: float = TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log():
-            if self.process.poll() is not None:
-                pytest.fail(
-                    f"server exited ({self.process.returncode}) before {text!r}:\n{self.log()}"
-                )
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {text!r} in the server log after {timeout} s:\n{self.log()}")
-            time.sleep(0.05)
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def client(self) -> AsyncTcpClient:
-        assert self.port is not None
-        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=TIMEOUT, read_timeout=TIMEOUT)
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-
-
-def launch(
-    directory: Path,
-    model: BuiltModel,
-    *args: str,
-    env: dict[str, str] | None = None,
-    stdio: bool = False,
-    wait: bool = True,
-) -> ServerProcess:
-    directory.mkdir(parents=True, exist_ok=True)
-    port = None if stdio else free_port()
-    uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"
-    log_path = directory / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "wyoming_pocket_tts",
-        "--uri",
-        uri,
-        "--model",
-        str(model.config_path),
-        *args,
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            stderr=log,
-            stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if stdio else subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-        )
-    server = ServerProcess(process, log_path, port)
-    if wait:
-        server.wait_for_log("Ready")
-    return server
 
 
 @pytest.fixture(scope="module")
@@ -173,58 +95,6 @@ def long_server(tmp_path_factory, tiny_model, voice_wav) -> Iterator[ServerProce
     assert process.stop() == 0, process.log()
     assert "Traceback" not in process.log()
 
-
-@dataclass
-class AudioStream:
-    start: AudioStart
-    chunks: list[AudioChunk]
-    stop: Event
-
-
-async def read_audio(client: AsyncTcpClient) -> AudioStream:
-    """One AudioStart .. AudioStop, failing on anything else."""
-    event = await client.read_event()
-    assert event is not None and AudioStart.is_type(event.type), event
-    start = AudioStart.from_event(event)
-    chunks = []
-    while True:
-        event = await client.read_event()
-        assert event is not None, "connection closed inside an audio stream"
-        if AudioChunk.is_type(event.type):
-            chunks.append(AudioChunk.from_event(event))
-            continue
-        assert event.type == "audio-stop", event
-        return AudioStream(start, chunks, event)
-
-
-async def synthesize(server: ServerProcess, text: str, voice: str | None = None) -> AudioStream:
-    async with server.client() as client:
-        await client.write_event(
-            Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event()
-        )
-        return await read_audio(client)
-
-
-async def describe(client: AsyncTcpClient) -> Info:
-    await client.write_event(Describe().event())
-    event = await client.read_event()
-    assert event is not None and Info.is_type(event.type), event
-    return Info.from_event(event)
-
-
-def assert_pcm_frames(stream: AudioStream) -> None:
-    assert (stream.start.rate, stream.start.width, stream.start.channels) == (24000, 2, 1)
-    assert stream.chunks, "no audio"
-    for index, chunk in enumerate(stream.chunks):
-        assert (chunk.rate, chunk.width, chunk.channels) == (24000, 2, 1)
-        assert len(chunk.audio) == FRAME_BYTES  # one chunk per decoded frame
-        assert chunk.timestamp == index * 80
-    samples = struct.unpack(f"<{len(stream.chunks[0].audio) // 2}h", stream.chunks[0].audio)
-    assert max(abs(sample) for sample in samples) > 0, "silent audio"
-
-
-def run(coroutine):
-    return asyncio.run(coroutine)
 
 
 # ---------------------------------------------------------------------------

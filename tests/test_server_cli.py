@@ -14,7 +14,7 @@ from wyoming.event import read_event, write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from tests.test_server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
+from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts.commands import serve
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker

@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 from wyoming.event import async_get_stdin
+from wyoming.info import Info
 
 from wyoming_pocket_tts import __version__
 from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
@@ -378,16 +379,14 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             idle_timeout=args.idle_timeout,
             silence_samples=model.samples_per_frame,
         )
+        def info() -> Info:
+            return build_info(served.description, voices.available(), streaming=settings.streaming)
+
         handler = partial(
-            PocketTTSEventHandler,
-            info=lambda: build_info(
-                served.description, voices.available(), streaming=settings.streaming
-            ),
-            voices=voices,
-            worker=worker,
-            settings=settings,
+            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings
         )
-        await _run_server(args, handler, voices.default_voice)
+        connections = Connections(handler, info, args.max_connections)
+        await _run_server(args, connections, voices.default_voice)
         return 0
     finally:
         worker.close()
@@ -435,7 +434,9 @@ def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
             pass
 
 
-async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:
+async def _run_server(
+    args: argparse.Namespace, connections: Connections, default_voice: str
+) -> None:
     """Serve until SIGTERM/SIGINT (or, on stdio, until the input ends), then stop taking
     connections, withdraw the announcement and end the open connections."""
     loop = asyncio.get_running_loop()
@@ -443,7 +444,6 @@ async def _run_server(args: argparse.Namespace, handler: Callable, default_voice
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     stopping = asyncio.create_task(stop.wait())
-    connections = Connections(handler, args.max_connections)
     if args.uri.startswith("stdio"):
         serving = asyncio.create_task(_serve_stdio(connections))
         _LOGGER.info("Ready: serving on stdio with default voice %s", default_voice)

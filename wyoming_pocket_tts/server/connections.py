@@ -1,10 +1,10 @@
 """The open connections: admitted up to a limit, each served by its handler, and all of
 them ended together when the server stops.
 
-A connection over the limit gets an `error` naming it and is closed at once, before
-anything of it is read: it costs a moment, never a handler. Describe from a health
-check is refused the same way, and the check tries again; Home Assistant's own
-connections last one request each, so slots come free within a request's time.
+Over the limit a connection may still ask Describe, which costs nothing to answer:
+health checks and Home Assistant's own Describe keep working under load. Anything else
+it sends, or silence for a second, gets an `error` naming the limit, then the
+connection is closed; beyond as many such connections again, one is refused at once.
 """
 
 from __future__ import annotations
@@ -14,31 +14,49 @@ import logging
 from collections.abc import Callable
 
 from wyoming.error import Error
+from wyoming.info import Describe, Info
 
 from .handler import PocketTTSEventHandler
-from .wire import encode
+from .wire import BadEvent, Idle, ProtocolError, encode, read_event
 
 _LOGGER = logging.getLogger(__name__)
+
+#: How long a connection over the limit has to ask Describe.
+DESCRIBE_ONLY_SECONDS = 1.0
 
 
 class Connections:
     def __init__(
         self,
         handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], PocketTTSEventHandler],
+        info: Callable[[], Info],
         limit: int,
     ) -> None:
         self._handler = handler
+        self._info = info
         self._limit = limit
         self._open: dict[asyncio.Task, PocketTTSEventHandler] = {}
-        self._refusing = False  # refusals are said once per spell at the limit
+        self._describe_only = 0  # connections over the limit, which may only ask Describe
+        self._at_limit = False  # refusals are said once per spell at the limit
         self._stopping = False
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection to its end (the callback of `asyncio.start_server`)."""
-        if self._stopping or len(self._open) >= self._limit:
-            self._refuse(writer)
-            return
-        self._refusing = False
+        if self._stopping:
+            self._refuse(writer, "the server is stopping")
+        elif len(self._open) < self._limit:
+            self._at_limit = False
+            await self._serve(reader, writer)
+        elif self._describe_only < self._limit:
+            self._describe_only += 1
+            try:
+                await self._answer_describe_only(reader, writer)
+            finally:
+                self._describe_only -= 1
+        else:
+            self._refuse(writer, self._busy())
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         handler = self._handler(reader, writer)
         task = asyncio.current_task()
         assert task is not None
@@ -50,16 +68,30 @@ class Connections:
         finally:
             del self._open[task]
 
-    def _refuse(self, writer: asyncio.StreamWriter) -> None:
-        if self._stopping:
-            reason = "the server is stopping"
+    async def _answer_describe_only(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            event = await read_event(
+                reader, idle_timeout=DESCRIBE_ONLY_SECONDS, partial_timeout=DESCRIBE_ONLY_SECONDS
+            )
+        except (Idle, BadEvent, ProtocolError, ConnectionError):
+            event = None
+        if event is not None and Describe.is_type(event.type):
+            writer.write(encode(self._info().event()))
+            writer.close()
         else:
-            reason = f"the server is at its limit of {self._limit} connections (--max-connections)"
-            if not self._refusing:
-                _LOGGER.warning("Refusing connections: %s", reason)
-                self._refusing = True
-        peer = writer.get_extra_info("peername")
-        _LOGGER.debug("%s: refused: %s", peer, reason)
+            self._refuse(writer, self._busy())
+
+    def _busy(self) -> str:
+        reason = f"the server is at its limit of {self._limit} connections (--max-connections)"
+        if not self._at_limit:
+            _LOGGER.warning("Refusing requests: %s", reason)
+            self._at_limit = True
+        return reason
+
+    def _refuse(self, writer: asyncio.StreamWriter, reason: str) -> None:
+        _LOGGER.debug("%s: refused: %s", writer.get_extra_info("peername"), reason)
         writer.write(encode(Error(text=f"Busy: {reason}", code="busy").event()))
         writer.close()
 

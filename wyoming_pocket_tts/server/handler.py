@@ -239,6 +239,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._interrupted = False  # reading was stopped from here, not by the client
         self._closing = False  # the server is shutting down
         self._ready = asyncio.Event()  # the job being spoken has frames (or we are closing)
+        self._job: SynthesisJob | None = None  # the job being spoken
         self._bad_events = 0
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "local")
@@ -396,6 +397,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
         """End the connection soon: the audio in progress stops where it is with its
         AudioStop (and SynthesizeStopped for a stream), nothing more is read or spoken."""
         self._closing = True
+        if self._job is not None:
+            self._job.cancel()  # the worker's time goes to the connections still ending
         self._ready.set()
         if self._stream is not None:
             self._stream.sentences.put_nowait(None)
@@ -537,7 +540,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         rate = self._settings.sample_rate
         samples = 0
         playing_since: float | None = None  # when this audio stream's first chunk left
-        job = self._worker.submit(voice, text, self._settings.options, wake)
+        job = self._job = self._worker.submit(voice, text, self._settings.options, wake)
         try:
             while True:
                 await ready.wait()
@@ -564,6 +567,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     break
         finally:
             job.cancel()  # a no-op when finished; stops the worker when we were cancelled
+            self._job = None
         if job.error is not None and not self._closing:
             raise job.error
         return samples
