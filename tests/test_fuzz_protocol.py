@@ -196,7 +196,7 @@ def test_any_event_sequence_leaves_the_server_and_others_unharmed(events, caplog
     caplog.clear()
 
     async def scenario() -> None:
-        connections = Connections(handler_factory(), limit=4)
+        connections = Connections(handler_factory(), Info, limit=4)
         server = await asyncio.start_server(connections.serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:

@@ -90,7 +90,9 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
 @pytest.fixture(scope="module")
 def long_server(tmp_path_factory, tiny_model, voice_wav) -> Iterator[ServerProcess]:
     """No end of speech: every text runs to its frame limit."""
-    process = launch(tmp_path_factory.mktemp("long-server"), tiny_model, "--voice", str(voice_wav))
+    process = launch(
+        tmp_path_factory.mktemp("long-server"), tiny_model, "--voice", str(voice_wav), "--debug"
+    )
     yield process
     assert process.stop() == 0, process.log()
     assert "Traceback" not in process.log()
@@ -350,8 +352,13 @@ def test_a_disconnect_cancels_the_synthesis(long_server):
             assert await client.read_event() is not None
         await client.disconnect()
 
+    dropped = long_server.log().count("the worker has dropped the cancelled synthesis")
     run(scenario())
-    time.sleep(0.5)  # the worker drops the job before its next frame
+    # A job nobody reads pauses anyway; a cancelled one leaves the worker.
+    deadline = time.monotonic() + 30
+    while long_server.log().count("the worker has dropped the cancelled synthesis") == dropped:
+        assert time.monotonic() < deadline, "the cancelled job is still in the worker"
+        time.sleep(0.05)
     before = long_server.cpu_seconds()
     time.sleep(1.0)
     used = long_server.cpu_seconds() - before

@@ -530,12 +530,18 @@ class PocketTTSEventHandler(AsyncEventHandler):
         loop = report.loop
         ready = self._ready
         ready.clear()
+        abandoned = False  # cancelled before its end: the worker is yet to drop it
 
         def wake() -> None:  # called on the worker thread
             try:
-                loop.call_soon_threadsafe(ready.set)
+                loop.call_soon_threadsafe(woken)
             except RuntimeError:  # the loop is closed: the server is shutting down
                 pass
+
+        def woken() -> None:
+            ready.set()
+            if abandoned and job.done:  # said once: a job ends once
+                _LOGGER.debug("%s: the worker has dropped the cancelled synthesis", self.peer)
 
         rate = self._settings.sample_rate
         samples = 0
@@ -566,6 +572,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 if finished:
                     break
         finally:
+            abandoned = not job.done
             job.cancel()  # a no-op when finished; stops the worker when we were cancelled
             self._job = None
         if job.error is not None and not self._closing:
