@@ -4,8 +4,8 @@ connection handler with event sequences no client should send.
 Whatever arrives, reading ends in an event, the end of input, or one of the two
 errors the handler turns into a log line; a connection given nonsense answers in
 well-formed events (or closes), logs no traceback, and another connection served
-meanwhile is unaffected. The handler runs beside a worker that has its frames at once,
-so each example takes milliseconds.
+meanwhile is unaffected. The handler runs beside a worker that has its frames at once
+(tests/support/instant.py), so each example takes milliseconds.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import asyncio
 import json
 import logging
 import socket
-from functools import partial
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wyoming.audio import AudioChunk
@@ -25,10 +23,9 @@ from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
+from tests.support.instant import instant_handler
 from wyoming_pocket_tts.server.connections import Connections
-from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.server.wire import BadEvent, ProtocolError, encode, read_event
-from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
 
 FUZZ = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -99,41 +96,6 @@ def test_reading_anything_ends_in_an_event_or_a_known_error(data: bytes):
 # A real handler
 
 
-class InstantJob:
-    def __init__(self, frames: int, on_ready) -> None:
-        self.error = None
-        self.done = True
-        self._frames = [np.full(1920, 0.1, dtype=np.float32)] * frames
-        on_ready()
-
-    def take(self):
-        frames, self._frames = self._frames, []
-        return frames
-
-    def passed_on(self) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-class InstantWorker:
-    def submit(self, voice, text, options, on_ready) -> InstantJob:
-        return InstantJob(2, on_ready)
-
-
-def handler_factory():
-    source = VoiceSource("test", None, VoiceKind.STATE, "test voice")
-    voices = VoiceStore(
-        sources=lambda: {"test": source}, load=lambda _: object(), default_voice="test",
-        max_loaded=1,
-    )
-    return partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=InstantWorker(),
-        settings=HandlerSettings(sample_rate=24000, options=None, max_text_chars=200),
-    )
-
-
 texts = st.one_of(st.text(max_size=30), json_values)
 voices = st.one_of(st.none(), st.just({"name": "test"}), st.just({"name": "nobody"}), json_values)
 client_events = st.one_of(
@@ -196,7 +158,7 @@ def test_any_event_sequence_leaves_the_server_and_others_unharmed(events, caplog
     caplog.clear()
 
     async def scenario() -> None:
-        connections = Connections(handler_factory(), Info, limit=4)
+        connections = Connections(instant_handler(max_text_chars=200), Info, limit=4)
         server = await asyncio.start_server(connections.serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:

@@ -4,7 +4,8 @@ them ended together when the server stops.
 Over the limit a connection may still ask Describe, which costs nothing to answer:
 health checks and Home Assistant's own Describe keep working under load. Anything else
 it sends, or silence for a second, gets an `error` naming the limit, then the
-connection is closed; beyond as many such connections again, one is refused at once.
+connection is closed: its first event is read first, so that the close is not a reset
+that would lose the error.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ _LOGGER = logging.getLogger(__name__)
 
 #: How long a connection over the limit has to ask Describe.
 DESCRIBE_ONLY_SECONDS = 1.0
+#: Connections over the limit that may wait for their first event at once: this many
+#: times the limit, and at least the minimum. Beyond them a connection is closed
+#: unread, and a client that has already written gets a reset instead of the error.
+DESCRIBE_ONLY_FACTOR = 4
+DESCRIBE_ONLY_MIN = 64
 
 
 class Connections:
@@ -47,7 +53,7 @@ class Connections:
         elif len(self._open) < self._limit:
             self._at_limit = False
             await self._serve(reader, writer)
-        elif self._describe_only < self._limit:
+        elif self._describe_only < max(DESCRIBE_ONLY_FACTOR * self._limit, DESCRIBE_ONLY_MIN):
             self._describe_only += 1
             try:
                 await self._answer_describe_only(reader, writer)
