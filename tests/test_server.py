@@ -69,7 +69,8 @@ def voices_dir(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[ServerProcess]:
     """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
-    most two loaded at once, so every switch between non-default voices evicts one."""
+    most two loaded at once, so every switch between non-default voices evicts one; a
+    connection idle for 3 s is closed."""
     process = launch(
         tmp_path_factory.mktemp("server"),
         tiny_model,
@@ -79,6 +80,8 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
         str(voices_dir),
         "--max-loaded-voices",
         "2",
+        "--idle-timeout",
+        "3",
         "--debug",
         *SHORT,
     )
@@ -573,6 +576,64 @@ def test_a_flood_of_requests_is_refused_beyond_the_queue_limit(server):
     received = raw_exchange(server, flood, then_describe=False)
     assert types(received)[-1] == "error"
     assert "requests waiting" in received[-1]["text"]
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        pytest.param(b"[" * 30_000 + b"\n", id="header"),
+        pytest.param(header("synthesize", data_length=30_000) + b"[" * 30_000, id="data"),
+    ],
+)
+def test_deeply_nested_json_is_one_bad_event_without_a_traceback(server, nested):
+    assert types(raw_exchange(server, nested)) == ["info"]
+    assert "Traceback" not in server.log() and "RecursionError" not in server.log()
+
+
+def test_a_flood_of_bad_lines_is_cut_short_with_an_error(server):
+    """100 KB of newlines: a few log lines and an error, not a line per newline."""
+    lines_before = len(server.log().splitlines())
+    received = raw_exchange(server, b"\n" * 100_000, then_describe=False)
+    assert types(received) == ["error"] and "bad events" in received[0]["text"]
+    server.wait_for_log("bad events; the last")
+    assert len(server.log().splitlines()) - lines_before < 10
+
+
+def test_text_over_the_limit_gets_an_error_naming_it_then_a_close(server):
+    long = "word " * 2_001  # over the default 10,000 characters
+    stream = [SynthesizeStart().event()] + [
+        SynthesizeChunk(text=long[i : i + 2_000]).event() for i in range(0, len(long), 2_000)
+    ]
+    for events in ([Synthesize(text=long).event()], stream):
+        received = raw_exchange(server, b"".join(wire(e) for e in events), then_describe=False)
+        assert types(received)[-1] == "error"
+        assert "--max-text-chars" in received[-1]["text"]
+
+
+def test_a_half_sent_event_is_given_up_on_after_the_idle_timeout(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b'{"type": "descr')
+        stream = sock.makefile("rb")
+        error = read_event(stream)
+        assert error is not None and error.type == "error" and "stalled" in error.data["text"]
+        assert read_event(stream) is None  # closed
+
+
+def test_a_connection_with_nothing_to_do_is_closed_after_the_idle_timeout(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        assert sock.recv(1) == b""  # closed without a word
+
+
+def test_debug_logs_connections_and_describe(server):
+    async def scenario():
+        async with server.client() as client:
+            await describe(client)
+            return client._writer.get_extra_info("sockname")
+
+    host, port = run(scenario())[:2]
+    server.wait_for_log(f"{host}:{port}: disconnected")
+    assert f"{host}:{port}: connected" in server.log()
+    assert f"{host}:{port}: describe" in server.log()
 
 
 def test_a_connection_reset_mid_stream_leaves_the_server_serving(server, long_server):
