@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def voices_dir(
 def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[ServerProcess]:
     """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
     most two loaded at once, so every switch between non-default voices evicts one; a
-    connection idle for 3 s is closed."""
+    connection idle for 3 s is closed; temperature 0, so the audio of a text is known."""
     process = launch(
         tmp_path_factory.mktemp("server"),
         tiny_model,
@@ -82,6 +83,8 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
         "2",
         "--idle-timeout",
         "3",
+        "--temperature",
+        "0",
         "--debug",
         *SHORT,
     )
@@ -159,6 +162,25 @@ def test_synthesize_streams_one_chunk_per_frame_and_logs_the_request(server):
     server.wait_for_log("chars=24")
     line = next(line for line in server.log().splitlines() if "chars=24" in line)
     assert "INFO" in line and "voice=voice" in line and "first_audio=" in line and "rtf=" in line
+
+
+def test_the_server_and_the_synthesize_command_give_the_same_samples(
+    server, tiny_model, voice_wav, tmp_path
+):
+    """One conversion from the model's float audio to 16-bit samples for both."""
+    text = "The kitchen light is on."
+    output = tmp_path / "speech.wav"
+    done = subprocess.run(
+        [sys.executable, "-m", "wyoming_pocket_tts", "synthesize", "--model",
+         str(tiny_model.config_path), "--voice", str(voice_wav), "--text", text,
+         "--output", str(output), "--temperature", "0", *SHORT, "--seed", "1", "--quiet"],
+        cwd=REPO, check=False, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    with wave.open(str(output)) as wav:
+        written = wav.readframes(wav.getnframes())
+    served = b"".join(chunk.audio for chunk in run(synthesize(server, text)).chunks)
+    assert len(written) > 0 and served == written
 
 
 @pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
