@@ -38,14 +38,15 @@ class InstantWorker:
         return InstantJob(on_ready)
 
 
-def instant_handler(**settings) -> Callable[..., PocketTTSEventHandler]:
-    """A handler factory with one voice, `test`, and `settings` for HandlerSettings."""
+def instant_handler(worker=None, **settings) -> Callable[..., PocketTTSEventHandler]:
+    """A handler factory with one voice, `test`, beside `worker` (an InstantWorker by
+    default), with `settings` for HandlerSettings."""
     source = VoiceSource("test", None, VoiceKind.STATE, "test voice")
     voices = VoiceStore(
         sources=lambda: {"test": source}, load=lambda _: object(), default_voice="test",
         max_loaded=1,
     )
     return partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=InstantWorker(),
+        PocketTTSEventHandler, info=Info, voices=voices, worker=worker or InstantWorker(),
         settings=HandlerSettings(sample_rate=24000, options=None, **settings),
     )
