@@ -257,10 +257,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         at_eof = False
         try:
             at_eof = await self._read_events()
-        except ProtocolError as err:
-            _LOGGER.warning("%s: closing the connection: %s", self.peer, err)
-            await self._send_error(f"Bad request: {err}", "bad-request")
-        except BadEvent as err:  # an event that is well formed but not a usable request
+        except (ProtocolError, BadEvent) as err:  # a BadEvent here is a malformed request
             _LOGGER.warning("%s: closing the connection: %s", self.peer, err)
             await self._send_error(f"Bad request: {err}", "bad-request")
         except ConnectionError as err:
