@@ -389,6 +389,9 @@ def test_a_disconnect_cancels_the_synthesis(long_server):
     used = long_server.cpu_seconds() - before
     # Still synthesizing would keep a core busy (~1 s of CPU per second).
     assert used < 0.3, f"server used {used:.2f} s of CPU in the second after the disconnect"
+    # The request still has its line in the log, saying how it ended.
+    line = [line for line in long_server.log().splitlines() if "(cut short:" in line][-1]
+    assert line.startswith("INFO") and "synthesize: voice=voice" in line, line
 
     async def still_serving():
         async with long_server.client() as client:
