@@ -418,3 +418,35 @@ def test_command_errors_are_one_line(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and expected in errors[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+RETRYING_SCRIPT = """
+import logging, sys, time
+from pathlib import Path
+time.sleep = lambda seconds: None  # huggingface_hub's pauses between retries
+logging.basicConfig(level=logging.INFO)
+from wyoming_pocket_tts.catalog import find_model
+from wyoming_pocket_tts.download import DownloadError, DownloadOptions, fetch
+try:
+    fetch(find_model("english").tokenizer, DownloadOptions(download_dir=Path(sys.argv[1])))
+except DownloadError as error:
+    print("error:", error, file=sys.stderr)
+"""
+
+
+def test_each_retry_of_an_unreachable_hub_is_logged_once(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf-home"))
+    result = subprocess.run(
+        [sys.executable, "-c", RETRYING_SCRIPT, str(tmp_path / "cache")],
+        env=env, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert "error: cannot reach the hub" in result.stderr, result.stderr
+    first_retry = [line for line in result.stderr.splitlines() if "[Retry 1/" in line]
+    assert len(first_retry) == 1, result.stderr

@@ -21,6 +21,8 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
+from tests.support.instant import instant_handler
+from wyoming_pocket_tts.engine.errors import TextError
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
@@ -210,3 +212,34 @@ def test_audio_that_falls_behind_playback_is_logged_with_a_warning(caplog, quant
     assert 0.3 <= late < 1.0
     assert len(warnings) == 1 and f"{late:.2f} s after playback needed it" in warnings[0]
     assert ("--quantize" in warnings[0]) is not quantized
+
+
+class UnspeakableWorker:
+    """A model that finds nothing to say in any text (only symbols, say)."""
+
+    def submit(self, voice, text, options, on_ready):
+        raise TextError(f"nothing is left to speak of {text!r}")
+
+
+def test_text_with_nothing_speakable_gets_a_moment_of_silence():
+    handler = instant_handler(UnspeakableWorker(), silence_samples=1920)
+
+    async def scenario() -> list:
+        async def serve(reader, writer):
+            await handler(reader, writer).run()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        try:
+            async with AsyncTcpClient("127.0.0.1", server.sockets[0].getsockname()[1]) as client:
+                await client.write_event(Synthesize(text="\u2026 \u00bb").event())
+                events = [await client.read_event()]
+                while not AudioStop.is_type(events[-1].type):
+                    events.append(await client.read_event())
+                return events
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    start, chunk, stop = asyncio.run(scenario())
+    assert (start.type, chunk.type, stop.type) == ("audio-start", "audio-chunk", "audio-stop")
+    assert chunk.payload == bytes(2 * 1920)

@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,6 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event, read_event, write_event
-from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
@@ -38,20 +38,22 @@ from wyoming.tts import (
 
 from tests.support.reference_model import BuiltModel
 from tests.support.server import (
+    FRAME_BYTES,
+    LONG_TEXT,
     REPO,
     SHORT,
     TIMEOUT,
     AudioStream,
     ServerProcess,
     assert_pcm_frames,
+    describe,
     free_port,
     launch,
     read_audio,
     run,
+    synthesize,
 )
 from wyoming_pocket_tts.engine.cpu.quantize import int8_backend
-
-LONG_TEXT = "The quick brown fox jumps over the lazy dog."  # 167 frames without EOS
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,8 @@ def voices_dir(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[ServerProcess]:
     """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
-    most two loaded at once, so every switch between non-default voices evicts one."""
+    most two loaded at once, so every switch between non-default voices evicts one; a
+    connection idle for 3 s is closed; temperature 0, so the audio of a text is known."""
     process = launch(
         tmp_path_factory.mktemp("server"),
         tiny_model,
@@ -78,6 +81,10 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
         str(voices_dir),
         "--max-loaded-voices",
         "2",
+        "--idle-timeout",
+        "3",
+        "--temperature",
+        "0",
         "--debug",
         *SHORT,
     )
@@ -89,25 +96,13 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
 @pytest.fixture(scope="module")
 def long_server(tmp_path_factory, tiny_model, voice_wav) -> Iterator[ServerProcess]:
     """No end of speech: every text runs to its frame limit."""
-    process = launch(tmp_path_factory.mktemp("long-server"), tiny_model, "--voice", str(voice_wav))
+    process = launch(
+        tmp_path_factory.mktemp("long-server"), tiny_model, "--voice", str(voice_wav), "--debug"
+    )
     yield process
     assert process.stop() == 0, process.log()
     assert "Traceback" not in process.log()
 
-
-async def synthesize(server: ServerProcess, text: str, voice: str | None = None) -> AudioStream:
-    async with server.client() as client:
-        await client.write_event(
-            Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event()
-        )
-        return await read_audio(client)
-
-
-async def describe(client: AsyncTcpClient) -> Info:
-    await client.write_event(Describe().event())
-    event = await client.read_event()
-    assert event is not None and Info.is_type(event.type), event
-    return Info.from_event(event)
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +164,25 @@ def test_synthesize_streams_one_chunk_per_frame_and_logs_the_request(server):
     assert "INFO" in line and "voice=voice" in line and "first_audio=" in line and "rtf=" in line
 
 
+def test_the_server_and_the_synthesize_command_give_the_same_samples(
+    server, tiny_model, voice_wav, tmp_path
+):
+    """One conversion from the model's float audio to 16-bit samples for both."""
+    text = "The kitchen light is on."
+    output = tmp_path / "speech.wav"
+    done = subprocess.run(
+        [sys.executable, "-m", "wyoming_pocket_tts", "synthesize", "--model",
+         str(tiny_model.config_path), "--voice", str(voice_wav), "--text", text,
+         "--output", str(output), "--temperature", "0", *SHORT, "--seed", "1", "--quiet"],
+        cwd=REPO, check=False, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    with wave.open(str(output)) as wav:
+        written = wav.readframes(wav.getnframes())
+    served = b"".join(chunk.audio for chunk in run(synthesize(server, text)).chunks)
+    assert len(written) > 0 and served == written
+
+
 @pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
 def test_a_quantized_server_speaks_and_says_so(tmp_path, tiny_model, voice_wav):
     """`--quantize` end to end: the int8 layers serve over the protocol."""
@@ -201,11 +215,14 @@ def test_audio_start_leaves_with_the_first_chunk_in_one_segment(server):
     assert len(second.payload) == 2 * 1920  # one whole 80 ms frame of 16-bit samples
 
 
-def test_empty_or_blank_text_gives_a_valid_empty_audio_stream(server):
-    for text in ("", "   \n "):
-        stream = run(synthesize(server, text))
-        assert stream.chunks == []
-        assert stream.start.rate == 24000
+@pytest.mark.parametrize("text", ["", "   \n ", "\u3000\u00a0"])
+def test_text_with_nothing_to_say_gets_a_moment_of_silence(server, text):
+    """Home Assistant converts whatever audio it gets: zero bytes of it fail there."""
+    stream = run(synthesize(server, text))
+    assert (stream.start.rate, stream.start.width, stream.start.channels) == (24000, 2, 1)
+    (chunk,) = stream.chunks
+    assert chunk.audio == bytes(FRAME_BYTES)
+    assert stream.stop.data.get("timestamp") == 80
 
 
 def test_audio_is_sent_while_the_text_is_still_being_synthesized(long_server):
@@ -288,9 +305,10 @@ def test_a_stream_of_nothing_still_ends_with_synthesize_stopped(server):
             await client.write_event(SynthesizeStart().event())
             await client.write_event(SynthesizeChunk(text="  ").event())
             await client.write_event(SynthesizeStop().event())
-            return await client.read_event()
+            return await read_audio(client), await client.read_event()
 
-    stopped = run(scenario())
+    silence, stopped = run(scenario())
+    assert [chunk.audio for chunk in silence.chunks] == [bytes(FRAME_BYTES)]
     assert stopped is not None and stopped.type == "synthesize-stopped"
 
 
@@ -359,13 +377,21 @@ def test_a_disconnect_cancels_the_synthesis(long_server):
             assert await client.read_event() is not None
         await client.disconnect()
 
+    dropped = long_server.log().count("the worker has dropped the cancelled synthesis")
     run(scenario())
-    time.sleep(0.5)  # the worker drops the job before its next frame
+    # A job nobody reads pauses anyway; a cancelled one leaves the worker.
+    deadline = time.monotonic() + 30
+    while long_server.log().count("the worker has dropped the cancelled synthesis") == dropped:
+        assert time.monotonic() < deadline, "the cancelled job is still in the worker"
+        time.sleep(0.05)
     before = long_server.cpu_seconds()
     time.sleep(1.0)
     used = long_server.cpu_seconds() - before
     # Still synthesizing would keep a core busy (~1 s of CPU per second).
     assert used < 0.3, f"server used {used:.2f} s of CPU in the second after the disconnect"
+    # The request still has its line in the log, saying how it ended.
+    line = [line for line in long_server.log().splitlines() if "(cut short:" in line][-1]
+    assert line.startswith("INFO") and "synthesize: voice=voice" in line, line
 
     async def still_serving():
         async with long_server.client() as client:
@@ -575,6 +601,64 @@ def test_a_flood_of_requests_is_refused_beyond_the_queue_limit(server):
     received = raw_exchange(server, flood, then_describe=False)
     assert types(received)[-1] == "error"
     assert "requests waiting" in received[-1]["text"]
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        pytest.param(b"[" * 30_000 + b"\n", id="header"),
+        pytest.param(header("synthesize", data_length=30_000) + b"[" * 30_000, id="data"),
+    ],
+)
+def test_deeply_nested_json_is_one_bad_event_without_a_traceback(server, nested):
+    assert types(raw_exchange(server, nested)) == ["info"]
+    assert "Traceback" not in server.log() and "RecursionError" not in server.log()
+
+
+def test_a_flood_of_bad_lines_is_cut_short_with_an_error(server):
+    """100 KB of newlines: a few log lines and an error, not a line per newline."""
+    lines_before = len(server.log().splitlines())
+    received = raw_exchange(server, b"\n" * 100_000, then_describe=False)
+    assert types(received) == ["error"] and "bad events" in received[0]["text"]
+    server.wait_for_log("bad events; the last")
+    assert len(server.log().splitlines()) - lines_before < 10
+
+
+def test_text_over_the_limit_gets_an_error_naming_it_then_a_close(server):
+    long = "word " * 2_001  # over the default 10,000 characters
+    stream = [SynthesizeStart().event()] + [
+        SynthesizeChunk(text=long[i : i + 2_000]).event() for i in range(0, len(long), 2_000)
+    ]
+    for events in ([Synthesize(text=long).event()], stream):
+        received = raw_exchange(server, b"".join(wire(e) for e in events), then_describe=False)
+        assert types(received)[-1] == "error"
+        assert "--max-text-chars" in received[-1]["text"]
+
+
+def test_a_half_sent_event_is_given_up_on_after_the_idle_timeout(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b'{"type": "descr')
+        stream = sock.makefile("rb")
+        error = read_event(stream)
+        assert error is not None and error.type == "error" and "stalled" in error.data["text"]
+        assert read_event(stream) is None  # closed
+
+
+def test_a_connection_with_nothing_to_do_is_closed_after_the_idle_timeout(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        assert sock.recv(1) == b""  # closed without a word
+
+
+def test_debug_logs_connections_and_describe(server):
+    async def scenario():
+        async with server.client() as client:
+            await describe(client)
+            return client._writer.get_extra_info("sockname")
+
+    host, port = run(scenario())[:2]
+    server.wait_for_log(f"{host}:{port}: disconnected")
+    assert f"{host}:{port}: connected" in server.log()
+    assert f"{host}:{port}: describe" in server.log()
 
 
 def test_a_connection_reset_mid_stream_leaves_the_server_serving(server, long_server):

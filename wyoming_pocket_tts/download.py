@@ -226,8 +226,16 @@ class _NoProgress(tqdm):
         super().__init__(*args, **kwargs)
 
 
+def _log_hub_messages_once() -> None:
+    """huggingface_hub prints its messages (each retry of a failed request, say) through
+    a handler of its own and passes them on to the application's as well: every one
+    would be printed twice. The application's handler, with its format, is left."""
+    logging.getLogger("huggingface_hub").handlers.clear()
+
+
 def _download(hub_file: HubFile, options: DownloadOptions) -> Path:
     _LOGGER.info("Downloading %s", hub_file)
+    _log_hub_messages_once()
     try:
         return Path(
             hf_hub_download(

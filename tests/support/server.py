@@ -1,5 +1,11 @@
-"""Starting the real server as a subprocess and reading its audio, for the tests that speak
-the Wyoming protocol to it."""
+"""A server process as Home Assistant sees it: the package run as a subprocess on the
+tiny random-weight model, and the client helpers the protocol tests share.
+
+With `SHORT` (`--eos-threshold -1000`) the model ends every chunk right after the
+minimum number of frames (short, fast audio); without it the end of speech never
+comes and a text runs to its length limit (long audio, for tests about concurrency,
+cancellation and shutdown).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.tts import Synthesize, SynthesizeVoice
 
 from tests.support.reference_model import BuiltModel
 
@@ -25,6 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 FRAME_BYTES = 1920 * 2  # one 80 ms frame of 16-bit mono at 24 kHz
 TIMEOUT = 120.0  # generous: the machine may be loaded
 SHORT = ["--eos-threshold", "-1000"]
+LONG_TEXT = "The quick brown fox jumps over the lazy dog."  # 167 frames without EOS
+
+
+# ---------------------------------------------------------------------------
+# Harness
 
 
 def free_port() -> int:
@@ -108,6 +121,7 @@ def launch(
     return server
 
 
+
 @dataclass
 class AudioStream:
     start: AudioStart
@@ -131,6 +145,21 @@ async def read_audio(client: AsyncTcpClient) -> AudioStream:
         return AudioStream(start, chunks, event)
 
 
+async def synthesize(server: ServerProcess, text: str, voice: str | None = None) -> AudioStream:
+    async with server.client() as client:
+        await client.write_event(
+            Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event()
+        )
+        return await read_audio(client)
+
+
+async def describe(client: AsyncTcpClient) -> Info:
+    await client.write_event(Describe().event())
+    event = await client.read_event()
+    assert event is not None and Info.is_type(event.type), event
+    return Info.from_event(event)
+
+
 def assert_pcm_frames(stream: AudioStream) -> None:
     assert (stream.start.rate, stream.start.width, stream.start.channels) == (24000, 2, 1)
     assert stream.chunks, "no audio"
@@ -144,3 +173,4 @@ def assert_pcm_frames(stream: AudioStream) -> None:
 
 def run(coroutine):
     return asyncio.run(coroutine)
+

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 from wyoming.event import async_get_stdin
-from wyoming.server import AsyncServer, AsyncTcpServer
+from wyoming.info import Info
 
 from wyoming_pocket_tts import __version__, resolve
 from wyoming_pocket_tts.catalog import load_catalog
@@ -35,6 +35,7 @@ from wyoming_pocket_tts.commands.download import add_download_arguments
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model_options
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.server.connections import Connections
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.server.info import build_info
 from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceStore
@@ -51,6 +52,9 @@ DEFAULT_URI = "tcp://0.0.0.0:10200"
 # A short confirmation, the most common kind of answer, so its shapes are the ones warmed.
 WARM_UP_TEXT = "The living room lights are off."
 WARM_UP_FRAMES = 3
+#: Time the open connections get to end their audio at shutdown before they are dropped:
+#: s6 (the add-on) kills a service 3 s after asking it to stop, Docker after 10 s.
+SHUTDOWN_GRACE_SECONDS = 1.0
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -112,6 +116,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-streaming",
         action="store_true",
         help="do not offer text streaming (synthesize-start/chunk/stop) to clients",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=32,
+        help="connections served at once; more get an error and are closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-text-chars",
+        type=int,
+        default=10_000,
+        help="most characters of text per request, a Synthesize or a whole text stream; "
+        "a longer one gets an error and the connection is closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client may take to finish sending an event, and that a connection "
+        "with no request in flight may stay silent, before it is closed (default: %(default)s)",
     )
     parser.add_argument(
         "--zeroconf",
@@ -181,9 +205,10 @@ def main(args: argparse.Namespace) -> int:
     if args.zeroconf is not None and scheme != "tcp":
         _LOGGER.error("--zeroconf needs a tcp:// URI, not %s", args.uri)
         return 2
-    if args.max_loaded_voices < 1:
-        _LOGGER.error("--max-loaded-voices must be at least 1")
-        return 2
+    for option in ("max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout"):
+        if getattr(args, option) <= 0:
+            _LOGGER.error("--%s must be above 0", option.replace("_", "-"))
+            return 2
     prepare_process(quantized=args.quantize)  # before torch is imported or threads start
     try:
         served = resolve.resolve_model(
@@ -246,18 +271,19 @@ async def _serve(
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),
             quantized=model.quantized,
+            max_text_chars=args.max_text_chars,
+            idle_timeout=args.idle_timeout,
+            silence_samples=model.samples_per_frame,
         )
+        def info() -> Info:
+            return build_info(served.description, voices.available(), streaming=settings.streaming)
+
         handler = partial(
-            PocketTTSEventHandler,
-            info=lambda: build_info(
-                served.description, voices.available(), streaming=settings.streaming
-            ),
-            voices=voices,
-            worker=worker,
-            settings=settings,
+            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings
         )
+        connections = Connections(handler, info, args.max_connections)
         if not await _unless_worker_dies(
-            _run_server(args, handler, voices.default_voice), worker_died
+            _run_server(args, connections, voices.default_voice), worker_died
         ):
             _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
             return 1
@@ -287,9 +313,8 @@ async def _warm_up(worker: SynthesisWorker, voices: VoiceStore) -> None:
 
     The first request of a process otherwise pays for what is done once: the
     synthesis thread's OpenMP workers, oneDNN's kernels for the prompt's and the
-    decoder's shapes, a working buffer of the usual size. Measured on two cores over
-    four server starts each: the first request's audio started 108 ms after it was
-    sent against 67 ms for the next three without this; 90 against 86 ms with it.
+    decoder's shapes, a working buffer of the usual size: without this, the first
+    answer starts noticeably later than the ones after it.
     """
     started = time.monotonic()
     async with voices.use(voices.default_voice) as voice:
@@ -303,13 +328,11 @@ def freeze_start_up_objects() -> int:
     A full collection walks every object Python tracks, holding its lock, so every
     thread of the process stops meanwhile. Once the server is up there are about
     190,000, nearly all of them torch's modules, classes and functions, which live as
-    long as the process: one full collection took 92-105 ms on two cores (AMD EPYC),
-    five times a short answer's time to first audio, and Python starts one whenever
-    enough new objects have outlived the younger generations, whenever that is: during
-    a request, it holds that request's audio back by as much. Frozen, they are never
-    walked again: the full collection at the end of a served run took 8 ms. What
-    refcounting frees is freed as before; cyclic garbage made before this point is
-    collected first (about 0.1 s, once).
+    long as the process: one full collection takes several times a short answer's
+    time to first audio, and Python starts one whenever enough new objects have
+    outlived the younger generations: during a request, it holds that request's audio
+    back by as much. Frozen, they are never walked again. What refcounting frees is
+    freed as before; cyclic garbage made before this point is collected first, once.
     """
     gc.collect()
     gc.freeze()
@@ -323,42 +346,54 @@ def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
             pass
 
 
-async def _run_server(args: argparse.Namespace, handler: Callable, default_voice: str) -> None:
-    """Serve until SIGTERM/SIGINT (or, on stdio, until the input ends)."""
+async def _run_server(
+    args: argparse.Namespace, connections: Connections, default_voice: str
+) -> None:
+    """Serve until SIGTERM/SIGINT (or, on stdio, until the input ends), then stop taking
+    connections, withdraw the announcement and end the open connections."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     stopping = asyncio.create_task(stop.wait())
     if args.uri.startswith("stdio"):
-        serving = asyncio.create_task(_serve_stdio(handler))
+        serving = asyncio.create_task(_serve_stdio(connections))
         _LOGGER.info("Ready: serving on stdio with default voice %s", default_voice)
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        serving.cancel()
         stopping.cancel()
+        await connections.shut_down(SHUTDOWN_GRACE_SECONDS)
+        serving.cancel()  # a no-op once its connection has ended
+        await asyncio.wait({serving})
         return
 
-    server = AsyncServer.from_uri(args.uri)
-    await server.start(handler)
+    uri = urlparse(args.uri)
+    if uri.scheme == "unix":
+        server = await asyncio.start_unix_server(connections.serve, uri.path)
+    else:
+        server = await asyncio.start_server(connections.serve, uri.hostname, uri.port)
     announcement = None
     if args.zeroconf is not None:
         from wyoming_pocket_tts.server.discovery import register_zeroconf
 
-        assert isinstance(server, AsyncTcpServer)
-        announcement = await register_zeroconf(args.zeroconf or None, server.host, server.port)
+        announcement = await register_zeroconf(args.zeroconf or None, uri.hostname, uri.port)
     _LOGGER.info("Ready: serving on %s with default voice %s", args.uri, default_voice)
     try:
         await stopping
     finally:
         _LOGGER.info("Stopping")
+        server.close()
         if announcement is not None:
             from wyoming_pocket_tts.server.discovery import unregister_zeroconf
 
-            await unregister_zeroconf(announcement)
-        await server.stop()
+            withdrawing = asyncio.create_task(unregister_zeroconf(announcement))
+        await connections.shut_down(SHUTDOWN_GRACE_SECONDS)
+        if announcement is not None:
+            await withdrawing
+        if uri.scheme == "unix":
+            Path(uri.path).unlink(missing_ok=True)
 
 
-async def _serve_stdio(handler: Callable) -> None:
+async def _serve_stdio(connections: Connections) -> None:
     """One connection over stdin/stdout. The protocol gets a private copy of stdout and
     the process's stdout becomes stderr, so a stray print from any library lands in the
     log instead of corrupting the event stream."""
@@ -370,4 +405,4 @@ async def _serve_stdio(handler: Callable) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb")
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    await handler(reader, writer).run()
+    await connections.serve(reader, writer)

@@ -10,11 +10,10 @@ import wave
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
+from wyoming_pocket_tts.server.wire import pcm16
 
 if TYPE_CHECKING:
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
@@ -62,7 +61,7 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
             wav.setsampwidth(2)
             wav.setframerate(sample_rate)
             for frame in worker.stream(voice, text, options):
-                wav.writeframes((np.clip(frame, -1, 1) * 32767).astype("<i2").tobytes())
+                wav.writeframes(pcm16(frame))
                 samples += frame.shape[0]
                 if progress and time.monotonic() - last_report > 0.5:
                     last_report = time.monotonic()

@@ -1,11 +1,11 @@
 """One Wyoming connection: events in, synthesis jobs to the engine worker, audio out.
 
-Each connection runs two tasks. The reader reads events (with limits, since the input
-is untrusted) and answers the cheap ones at once; requests to speak go into a queue
-that the speaker task works through in order, so audio leaves in the order it was
-asked for while the reader keeps reading. That is what lets a disconnect be noticed
-(the reader sees end of file) and cancel the synthesis within one frame, instead of
-after the whole utterance as when synthesis runs inside the read loop.
+Each connection runs two tasks. The reader reads events (through wire.py, with limits,
+since the input is untrusted) and answers the cheap ones at once; requests to speak go
+into a queue that the speaker task works through in order, so audio leaves in the order
+it was asked for while the reader keeps reading. That is what lets a disconnect be
+noticed (the reader sees end of file) and cancel the synthesis within one frame, instead
+of after the whole utterance as when synthesis runs inside the read loop.
 
 Model code never runs here: the engine worker thread decodes frames and wakes the
 speaker task through `call_soon_threadsafe`; each frame goes out as one AudioChunk
@@ -14,27 +14,28 @@ frame the worker holds its next step until then, leaving Python's lock to the lo
 A client that reads slowly stalls `drain()`, the speaker stops taking frames, and
 the worker stops advancing that job, so nothing piles up.
 
-Whatever is sent at one moment leaves in one write, not wyoming's up to three per
-event: every write can wake the client, and on a small CPU each wake-up takes a core
-from the engine.
+Every request ends the way Home Assistant waits for: an audio stream for each
+utterance (a short silence when there is nothing to say, since an empty one gives it
+no audio to convert), `synthesize-stopped` after a text stream, or a closed connection,
+also after an error, since Home Assistant ignores `error` events. At shutdown the audio
+stream in progress ends where it is, and the stream it belongs to with it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import json
+import contextlib
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.audio import AudioStart, AudioStop
 from wyoming.error import Error
-from wyoming.event import Event, write_event
+from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import (
@@ -48,90 +49,35 @@ from wyoming.tts import (
 from ..engine.errors import EngineError, TextError
 from ..voices.store import UnknownVoiceError, VoiceStore
 from .sentences import SentenceStream
+from .wire import (
+    CHANNELS,
+    SAMPLE_WIDTH,
+    BadEvent,
+    Idle,
+    ProtocolError,
+    audio_chunks,
+    encode,
+    quote,
+    read_event,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Largest data or payload section accepted; a TTS client sends text, never audio.
-MAX_SECTION_BYTES = 1 << 20
-#: Most text one stream may send (a single Synthesize is bounded by MAX_SECTION_BYTES).
-MAX_STREAM_CHARS = 1_000_000
-#: Most requests a connection may have waiting: with the limits above, bounds its memory.
+#: Most requests a connection may have waiting: with the text limit, bounds its memory.
 MAX_QUEUED_REQUESTS = 8
+#: Bad events a connection may send before it is closed: a client that sends one is
+#: confused, one that goes on is broken or hostile, and each would be a log line.
+MAX_BAD_EVENTS = 3
 #: Kernel send buffer of a TCP connection: under a second of audio. Left alone, Linux
 #: grows it to megabytes for a client that does not read, and the worker would go on
 #: synthesizing into it long after the client stopped listening.
 SEND_BUFFER_BYTES = 64 * 1024
-SAMPLE_WIDTH = 2  # int16
-CHANNELS = 1
 #: A player that had to wait this long for the next chunk stalled audibly: said at WARNING.
 LATE_WARNING_SECONDS = 0.25
 
 
 # ---------------------------------------------------------------------------
-# Reading events from an untrusted peer
-
-
-class ProtocolError(Exception):
-    """The framing is broken (or would make us buffer too much): nothing after this
-    point can be parsed reliably, so the connection ends."""
-
-
-class BadEvent(Exception):
-    """One event is unusable but the framing is intact: skip it and read on."""
-
-
-def _section_length(header: dict[str, Any], key: str) -> int:
-    length = header.get(key) or 0
-    if not isinstance(length, int) or isinstance(length, bool) or length < 0:
-        raise ProtocolError(f"invalid {key} {length!r}")
-    if length > MAX_SECTION_BYTES:
-        raise ProtocolError(f"{key} {length} is over the limit of {MAX_SECTION_BYTES} bytes")
-    return length
-
-
-def _json_object(raw: bytes, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise BadEvent(f"{what} is not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    except json.JSONDecodeError as err:
-        raise BadEvent(f"{what} is not valid JSON ({err.msg})") from None
-    if not isinstance(value, dict):
-        raise BadEvent(f"{what} is not a JSON object")
-    return value
-
-
-async def read_event(reader: asyncio.StreamReader) -> Event | None:
-    """The next event, or None at end of input.
-
-    Unlike `wyoming.event.async_read_event`, which trusts its peer, this bounds every
-    length it reads and tells a skippable bad event from broken framing.
-    """
-    try:
-        line = await reader.readline()
-    except ValueError:  # no newline within the reader's limit (64 KiB)
-        raise ProtocolError("header line too long") from None
-    if not line:
-        return None
-    if not line.endswith(b"\n"):
-        return None  # the peer went away in the middle of a line
-    header = _json_object(line, "header line")
-    data_length = _section_length(header, "data_length")
-    payload_length = _section_length(header, "payload_length")
-    try:
-        data_bytes = await reader.readexactly(data_length) if data_length else b""
-        payload = await reader.readexactly(payload_length) if payload_length else None
-    except asyncio.IncompleteReadError:
-        return None
-    event_type = header.get("type")
-    if not isinstance(event_type, str):
-        raise BadEvent("header has no event type")
-    data = header.get("data") or {}
-    if not isinstance(data, dict):
-        raise BadEvent("event data is not a JSON object")
-    if data_bytes:
-        data.update(_json_object(data_bytes, "data section"))
-    return Event(type=event_type, data=data, payload=payload)
+# Requests as the client sends them
 
 
 def _text_of(event: Event) -> str:
@@ -147,7 +93,7 @@ def _voice_of(event: Event) -> str | None:
     voice = event.data.get("voice") or {}
     name = voice.get("name") if isinstance(voice, dict) else None
     if not isinstance(voice, dict) or not isinstance(name, (str, type(None))):
-        raise BadEvent(f"{event.type} with an invalid voice {voice!r}")
+        raise BadEvent(f"{event.type} with an invalid voice {quote(voice)}")
     return name or None
 
 
@@ -181,23 +127,13 @@ class HandlerSettings:
     finish_on_eof: bool = False
     #: FlowLM runs in int8 (`--quantize`); otherwise late audio comes with that advice.
     quantized: bool = False
-
-
-def pcm16(frame: np.ndarray) -> bytes:
-    """Float audio in [-1, 1] as little-endian 16-bit PCM."""
-    return (np.clip(frame, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
-
-
-def audio_chunks(frames: list[np.ndarray], rate: int, first_sample: int) -> list[Event]:
-    """One AudioChunk event per frame, the first one at `first_sample`."""
-    events = []
-    for frame in frames:
-        chunk = AudioChunk(
-            rate, SAMPLE_WIDTH, CHANNELS, pcm16(frame), timestamp=first_sample * 1000 // rate
-        )
-        events.append(chunk.event())
-        first_sample += len(frame)
-    return events
+    #: Most characters one request may bring: a Synthesize's text, or a whole stream's.
+    max_text_chars: int = 10_000
+    #: Seconds a client may take to finish an event it has begun, and that a connection
+    #: with nothing in flight may stay silent, before it is closed.
+    idle_timeout: float = 30.0
+    #: Samples of the silence that answers a text with nothing to say: one model frame.
+    silence_samples: int = 1920
 
 
 # ---------------------------------------------------------------------------
@@ -245,13 +181,18 @@ class _Report:
     #: The longest wait for a chunk of a player that starts each audio stream with its
     #: first chunk: 0 while synthesis keeps ahead of playback.
     late: float = 0.0
+    #: Why the request ended before its end ("" when it did not).
+    cut_short: str = ""
+
+    def end(self, reason: str) -> None:
+        self.cut_short = self.cut_short or reason
 
     def log(self, settings: HandlerSettings) -> None:
         audio_seconds = self.samples / settings.sample_rate
         first = "-" if self.first_audio is None else f"{self.first_audio - self.received:.3f} s"
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
-            "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s",
+            "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s%s",
             self.kind,
             self.voice,
             self.chars,
@@ -259,6 +200,7 @@ class _Report:
             first,
             rtf,
             self.late,
+            f" ({self.cut_short})" if self.cut_short else "",
         )
         if self.late >= LATE_WARNING_SECONDS:
             _LOGGER.warning(
@@ -291,8 +233,16 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._requests: asyncio.Queue[_Utterance | _TextStream | _Reply | None] = asyncio.Queue()
         self._stream: _TextStream | None = None
         self._speaker: asyncio.Task | None = None
+        self._speaking = False  # the speaker is working on a request
+        self._reading: asyncio.Task | None = None
+        self._awaiting_input = False  # the reader is waiting for the client
+        self._interrupted = False  # reading was stopped from here, not by the client
+        self._closing = False  # the server is shutting down
+        self._ready = asyncio.Event()  # the job being spoken has frames (or we are closing)
+        self._job: SynthesisJob | None = None  # the job being spoken
+        self._bad_events = 0
         peer = writer.get_extra_info("peername")
-        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "stdio")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "local")
         connection = writer.get_extra_info("socket")
         if connection is not None and connection.family in (socket.AF_INET, socket.AF_INET6):
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
@@ -301,64 +251,116 @@ class PocketTTSEventHandler(AsyncEventHandler):
 
     async def run(self) -> None:
         self._is_running = True
-        self._speaker = asyncio.create_task(self._speak_requests(), name=f"speaker {self._peer}")
+        self._reading = asyncio.current_task()
+        self._speaker = asyncio.create_task(self._speak_requests(), name=f"speaker {self.peer}")
+        _LOGGER.debug("%s: connected", self.peer)
         at_eof = False
         try:
-            while self._is_running:
-                try:
-                    event = await read_event(self.reader)
-                except BadEvent as err:
-                    _LOGGER.warning("%s: ignored a bad event: %s", self._peer, err)
-                    continue
-                if event is None:
-                    at_eof = self._is_running
-                    break
-                if not await self.handle_event(event):
-                    break
+            at_eof = await self._read_events()
         except (ProtocolError, BadEvent) as err:  # a BadEvent here is a malformed request
-            _LOGGER.warning("%s: closing the connection: %s", self._peer, err)
+            _LOGGER.warning("%s: closing the connection: %s", self.peer, err)
             await self._send_error(f"Bad request: {err}", "bad-request")
         except ConnectionError as err:
-            _LOGGER.info("%s: connection lost: %s", self._peer, err)
+            _LOGGER.info("%s: connection lost: %s", self.peer, err)
         except Exception:
-            _LOGGER.exception("%s: closing the connection after an internal error", self._peer)
+            _LOGGER.exception("%s: closing the connection after an internal error", self.peer)
         finally:
-            await self._end(finish=at_eof and self._settings.finish_on_eof)
+            await self._end(finish=self._closing or (at_eof and self._settings.finish_on_eof))
             self.writer.close()
+            _LOGGER.debug("%s: disconnected", self.peer)
+
+    async def _read_events(self) -> bool:
+        """Read and handle events until the client or the server ends the connection:
+        True at the end of the input, or when reading was stopped from here."""
+        while self._is_running:
+            self._awaiting_input = True
+            try:
+                event = await read_event(
+                    self.reader,
+                    idle_timeout=self._settings.idle_timeout,
+                    partial_timeout=self._settings.idle_timeout,
+                )
+            except Idle:
+                if self._has_work():
+                    continue
+                _LOGGER.debug("%s: idle for %g s, closing", self.peer, self._settings.idle_timeout)
+                return False
+            except BadEvent as err:
+                self._skip(err)
+                continue
+            except asyncio.CancelledError:
+                if not self._interrupted:
+                    raise
+                self._interrupted = False
+                asyncio.current_task().uncancel()
+                return True
+            finally:
+                self._awaiting_input = False
+            if event is None:
+                return True
+            if not await self.handle_event(event):
+                return False
+        return True
+
+    def _skip(self, err: BadEvent) -> None:
+        """Ignore a bad event, in one log line; close the connection after a few."""
+        self._bad_events += 1
+        if self._bad_events >= MAX_BAD_EVENTS:
+            raise ProtocolError(f"{self._bad_events} bad events; the last: {err}")
+        _LOGGER.warning("%s: ignored a bad event: %s", self.peer, err)
+
+    def _interrupt_reading(self) -> None:
+        """Stop reading from the client, as if its input had ended."""
+        self._is_running = False
+        if self._awaiting_input and self._reading is not None and not self._interrupted:
+            self._interrupted = True
+            self._reading.cancel()
+
+    def _has_work(self) -> bool:
+        return self._speaking or self._stream is not None or not self._requests.empty()
 
     async def handle_event(self, event: Event) -> bool:
         if Describe.is_type(event.type):
+            _LOGGER.debug("%s: describe", self.peer)
             await self.write_event(self._info().event())
         elif Synthesize.is_type(event.type):
             if self._stream is None:  # inside a stream it only repeats the streamed text
-                self._queue(_Utterance(_voice_of(event), _text_of(event)))
+                text = _text_of(event)
+                self._check_length(len(text))
+                self._queue(_Utterance(_voice_of(event), text))
         elif not self._settings.streaming:
-            _LOGGER.debug("%s: ignored %s (streaming is off)", self._peer, event.type)
+            _LOGGER.debug("%s: ignored %s (streaming is off)", self.peer, event.type)
         elif SynthesizeStart.is_type(event.type):
             if self._stream is not None:
-                _LOGGER.warning("%s: synthesize-start inside a stream ends that stream", self._peer)
+                _LOGGER.debug("%s: synthesize-start inside a stream ends that stream", self.peer)
                 self._close_stream()
             self._stream = _TextStream(_voice_of(event))
             self._queue(self._stream)
         elif SynthesizeChunk.is_type(event.type):
             if self._stream is None:
-                _LOGGER.warning("%s: ignored synthesize-chunk outside a stream", self._peer)
-            else:
-                text = _text_of(event)
-                self._stream.chars += len(text)
-                if self._stream.chars > MAX_STREAM_CHARS:
-                    raise ProtocolError(f"stream longer than {MAX_STREAM_CHARS} characters")
-                for sentence in self._stream.splitter.add(text):
-                    self._stream.sentences.put_nowait(sentence)
+                self._skip(BadEvent("synthesize-chunk outside a stream"))
+                return True
+            text = _text_of(event)
+            self._stream.chars += len(text)
+            self._check_length(self._stream.chars)
+            for sentence in self._stream.splitter.add(text):
+                self._stream.sentences.put_nowait(sentence)
         elif SynthesizeStop.is_type(event.type):
             if self._stream is None:  # answered anyway: the client waits for it
-                _LOGGER.warning("%s: synthesize-stop outside a stream", self._peer)
+                _LOGGER.debug("%s: synthesize-stop outside a stream", self.peer)
                 self._queue(_Reply(SynthesizeStopped().event()))
             else:
                 self._close_stream()
         else:
-            _LOGGER.debug("%s: ignored unknown event %s", self._peer, event.type)
+            _LOGGER.debug("%s: ignored unknown event %s", self.peer, quote(event.type))
         return True
+
+    def _check_length(self, chars: int) -> None:
+        limit = self._settings.max_text_chars
+        if chars > limit:
+            raise ProtocolError(
+                f"the text is longer than the limit of {limit} characters (--max-text-chars)"
+            )
 
     def _queue(self, request: _Utterance | _TextStream | _Reply) -> None:
         if self._requests.qsize() >= MAX_QUEUED_REQUESTS:
@@ -374,8 +376,9 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._stream = None
 
     async def _end(self, finish: bool) -> None:
-        """Stop the speaker: after the queued requests (stdio input ended), or at once
-        (the client is gone: its jobs are cancelled by the speaker's cleanup)."""
+        """Stop the speaker: after the queued requests (stdio input ended, or the server
+        is shutting down and ends them short), or at once (the client is gone: its jobs
+        are cancelled by the speaker's cleanup)."""
         assert self._speaker is not None
         if finish:
             if self._stream is not None:
@@ -383,10 +386,25 @@ class PocketTTSEventHandler(AsyncEventHandler):
             self._requests.put_nowait(None)
         else:
             self._speaker.cancel()
-        try:
-            await self._speaker
-        except asyncio.CancelledError:
-            pass
+        await asyncio.wait({self._speaker})
+
+    # -- shutting down ------------------------------------------------------
+
+    def shut_down(self) -> None:
+        """End the connection soon: the audio in progress stops where it is with its
+        AudioStop (and SynthesizeStopped for a stream), nothing more is read or spoken."""
+        self._closing = True
+        if self._job is not None:
+            self._job.cancel()  # the worker's time goes to the connections still ending
+        self._ready.set()
+        if self._stream is not None:
+            self._stream.sentences.put_nowait(None)
+            self._stream = None
+        self._interrupt_reading()
+
+    def abort(self) -> None:
+        """Drop the connection without another word (a client that does not read)."""
+        self.writer.transport.abort()
 
     # -- writing ------------------------------------------------------------
 
@@ -394,18 +412,22 @@ class PocketTTSEventHandler(AsyncEventHandler):
         await self._send(event)
 
     async def _send(self, *events: Event) -> None:
-        """Write `events` in one piece (wyoming's own writer makes up to three per
-        event: header line, data, payload)."""
-        wire = io.BytesIO()
-        for event in events:
-            write_event(event, wire)
-        self.writer.write(wire.getvalue())
+        """Write `events` in one piece: every write can wake the client, and on a small
+        CPU each wake-up takes a core from the engine."""
+        self.writer.write(encode(*events))
         await self.writer.drain()
+
+    async def _send_error(self, text: str, code: str) -> None:
+        try:
+            await self.write_event(Error(text=text, code=code).event())
+        except (ConnectionError, RuntimeError):
+            pass  # the peer is gone already
 
     # -- speaking -----------------------------------------------------------
 
     async def _speak_requests(self) -> None:
-        while (request := await self._requests.get()) is not None:
+        while (request := await self._requests.get()) is not None and not self._closing:
+            self._speaking = True
             try:
                 if isinstance(request, _Reply):
                     await self.write_event(request.event)
@@ -416,43 +438,64 @@ class PocketTTSEventHandler(AsyncEventHandler):
             except (UnknownVoiceError, EngineError) as err:
                 # Home Assistant ignores Error events and would wait for audio forever:
                 # closing the connection is what actually ends its wait.
-                _LOGGER.warning("%s: %s", self._peer, err)
+                _LOGGER.warning("%s: %s", self.peer, err)
                 await self._send_error(str(err), type(err).__name__)
-                await self.stop()
+                self._interrupt_reading()
                 return
             except ConnectionError as err:
-                _LOGGER.info("%s: connection lost while speaking: %s", self._peer, err)
-                await self.stop()
+                _LOGGER.info("%s: connection lost while speaking: %s", self.peer, err)
+                self._interrupt_reading()
                 return
             except Exception:
-                _LOGGER.exception("%s: synthesis failed", self._peer)
+                _LOGGER.exception("%s: synthesis failed", self.peer)
                 await self._send_error("Internal error: synthesis failed", "internal-error")
-                await self.stop()
+                self._interrupt_reading()
                 return
+            finally:
+                self._speaking = False
 
     async def _speak_utterance(self, utterance: _Utterance) -> None:
-        report = self._report("synthesize", utterance.voice)
-        async with self._voices.use(utterance.voice) as voice:
-            await self._speak(voice, utterance.text, report)
-        report.log(self._settings)
+        with self._reported("synthesize", utterance.voice) as report:
+            async with self._voices.use(utterance.voice) as voice:
+                await self._speak(voice, utterance.text, report)
 
     async def _speak_stream(self, stream: _TextStream) -> None:
-        report = self._report("stream", stream.voice)
-        async with AsyncExitStack() as stack:
-            # Acquired up front: an unknown voice is reported before any text arrives,
-            # the voice loads while the first sentence is being written, and it stays
-            # loaded for the whole stream.
-            voice = await stack.enter_async_context(self._voices.use(stream.voice))
-            while (sentence := await stream.sentences.get()) is not None:
-                if report.first_audio is None:
-                    report.received = report.loop.time()
-                await self._speak(voice, sentence, report)
-        await self.write_event(SynthesizeStopped().event())
-        report.log(self._settings)
+        with self._reported("stream", stream.voice) as report:
+            async with AsyncExitStack() as stack:
+                # Acquired up front: an unknown voice is reported before any text arrives,
+                # the voice loads while the first sentence is being written, and it stays
+                # loaded for the whole stream.
+                voice = await stack.enter_async_context(self._voices.use(stream.voice))
+                spoken = False
+                while (sentence := await stream.sentences.get()) is not None:
+                    if self._closing:
+                        break
+                    if report.first_audio is None:
+                        report.received = report.loop.time()
+                    await self._speak(voice, sentence, report)
+                    spoken = True
+                if not spoken:  # a stream without text still gets its (silent) audio
+                    await self._speak(voice, "", report)
+            await self.write_event(SynthesizeStopped().event())
 
-    def _report(self, kind: str, voice: str | None) -> _Report:
+    @contextlib.contextmanager
+    def _reported(self, kind: str, voice: str | None) -> Iterator[_Report]:
+        """A request's report, logged however the request ends."""
         loop = asyncio.get_running_loop()
-        return _Report(kind, voice or self._voices.default_voice, loop, loop.time())
+        report = _Report(kind, voice or self._voices.default_voice, loop, loop.time())
+        try:
+            yield report
+        except asyncio.CancelledError:
+            report.end("cut short: the client left")
+            raise
+        except ConnectionError:
+            report.end("cut short: the connection was lost")
+            raise
+        except Exception:
+            report.end("failed")
+            raise
+        finally:
+            report.log(self._settings)
 
     async def _speak(self, voice: Any, text: str, report: _Report) -> None:
         """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
@@ -465,35 +508,49 @@ class PocketTTSEventHandler(AsyncEventHandler):
         start = AudioStart(rate, SAMPLE_WIDTH, CHANNELS, timestamp=0).event()
         samples = 0
         started = report.loop.time()
-        if text.strip():
+        if text.strip() and not self._closing:
             try:
                 samples = await self._stream_frames(voice, text, report, start)
-            except TextError as err:  # nothing speakable (only symbols, say): no audio
-                _LOGGER.warning("%s: nothing to say: %s", self._peer, err)
+            except TextError as err:  # nothing speakable (only symbols, say)
+                _LOGGER.debug("%s: nothing to say: %s", self.peer, err)
         report.busy += report.loop.time() - started
-        stop = AudioStop(timestamp=samples * 1000 // rate).event()
-        unsent = [] if samples else [start]  # with no audio, no chunk carried it
-        await self._send(*unsent, stop)
+        unsent = []
+        if not samples:  # Home Assistant needs audio to convert, if only a moment's silence
+            silence = np.zeros(self._settings.silence_samples, dtype=np.float32)
+            unsent = [start, *audio_chunks([silence], rate, 0)]
+            samples = len(silence)
+            report.samples += samples
+        await self._send(*unsent, AudioStop(timestamp=samples * 1000 // rate).event())
 
     async def _stream_frames(self, voice: Any, text: str, report: _Report, start: Event) -> int:
         """Send the job's frames as they come, after `start`; the number of samples sent."""
         loop = report.loop
-        ready = asyncio.Event()
+        ready = self._ready
+        ready.clear()
+        abandoned = False  # cancelled before its end: the worker is yet to drop it
 
         def wake() -> None:  # called on the worker thread
             try:
-                loop.call_soon_threadsafe(ready.set)
+                loop.call_soon_threadsafe(woken)
             except RuntimeError:  # the loop is closed: the server is shutting down
                 pass
+
+        def woken() -> None:
+            ready.set()
+            if abandoned and job.done:  # said once: a job ends once
+                _LOGGER.debug("%s: the worker has dropped the cancelled synthesis", self.peer)
 
         rate = self._settings.sample_rate
         samples = 0
         playing_since: float | None = None  # when this audio stream's first chunk left
-        job = self._worker.submit(voice, text, self._settings.options, wake)
+        job = self._job = self._worker.submit(voice, text, self._settings.options, wake)
         try:
             while True:
                 await ready.wait()
                 ready.clear()
+                if self._closing:
+                    report.end("cut short: the server is stopping")
+                    break
                 finished = job.done  # read before take(): frames precede `done`
                 frames = job.take()
                 if frames:
@@ -506,19 +563,15 @@ class PocketTTSEventHandler(AsyncEventHandler):
                         chunks.insert(0, start)
                     report.late = max(report.late, now - playing_since - samples / rate)
                     samples += sum(len(frame) for frame in frames)
+                    report.samples += sum(len(frame) for frame in frames)
                     await self._send(*chunks)
                     job.passed_on()  # after a first frame, the worker waits for this
                 if finished:
                     break
         finally:
+            abandoned = not job.done
             job.cancel()  # a no-op when finished; stops the worker when we were cancelled
-        report.samples += samples
-        if job.error is not None:
+            self._job = None
+        if job.error is not None and not self._closing:
             raise job.error
         return samples
-
-    async def _send_error(self, text: str, code: str) -> None:
-        try:
-            await self.write_event(Error(text=text, code=code).event())
-        except (ConnectionError, RuntimeError):
-            pass  # the peer is gone already

@@ -1,0 +1,52 @@
+"""A connection handler beside a worker whose frames are there at once: the real
+Wyoming side, at no cost of synthesis, for tests that run many requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+from wyoming.info import Info
+
+from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
+from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
+
+FRAMES_PER_REQUEST = 2
+
+
+class InstantJob:
+    def __init__(self, on_ready: Callable[[], None]) -> None:
+        self.error = None
+        self.done = True
+        self._frames = [np.full(1920, 0.1, dtype=np.float32)] * FRAMES_PER_REQUEST
+        on_ready()
+
+    def take(self) -> list[np.ndarray]:
+        frames, self._frames = self._frames, []
+        return frames
+
+    def passed_on(self) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+
+class InstantWorker:
+    def submit(self, voice, text, options, on_ready) -> InstantJob:
+        return InstantJob(on_ready)
+
+
+def instant_handler(worker=None, **settings) -> Callable[..., PocketTTSEventHandler]:
+    """A handler factory with one voice, `test`, beside `worker` (an InstantWorker by
+    default), with `settings` for HandlerSettings."""
+    source = VoiceSource("test", None, VoiceKind.STATE, "test voice")
+    voices = VoiceStore(
+        sources=lambda: {"test": source}, load=lambda _: object(), default_voice="test",
+        max_loaded=1,
+    )
+    return partial(
+        PocketTTSEventHandler, info=Info, voices=voices, worker=worker or InstantWorker(),
+        settings=HandlerSettings(sample_rate=24000, options=None, **settings),
+    )

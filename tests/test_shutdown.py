@@ -1,0 +1,108 @@
+"""Stopping the server (SIGTERM from Docker, s6 or Kubernetes; SIGINT from a terminal)
+while it speaks: every client's request ends the way Home Assistant waits for, the
+process exits 0 within the seconds its supervisors give it, and says so in its log."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import time
+
+import pytest
+from wyoming.event import Event
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from tests.support.server import LONG_TEXT, TIMEOUT, launch, run
+from wyoming_pocket_tts.server.wire import encode, read_event
+
+#: Docker's default stop timeout is 10 s, s6's 3 s grace then kill: exit well before.
+EXIT_WITHIN_SECONDS = 5.0
+
+
+async def request(port: int, events: list[Event], started: asyncio.Event) -> list[str]:
+    """Send a request and read what comes back, as Home Assistant does, until the server
+    closes the connection: the types of the events after the first audio."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode(*events))
+    await writer.drain()
+    first = await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT)
+    assert first is not None and first.type == "audio-start", first
+    started.set()
+    types = []
+    try:
+        while event := await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT):
+            types.append(event.type)
+    except ConnectionError:
+        types.append("reset")
+    writer.close()
+    return types
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_four_requests_in_flight_and_exits_0(tmp_path, tiny_model, voice_wav, signum):
+    server = launch(tmp_path, tiny_model, "--voice", str(voice_wav))  # no end of speech
+    text = " ".join([LONG_TEXT] * 3)
+    plain = [Synthesize(text=text).event()]
+    stream = [
+        SynthesizeStart().event(),
+        SynthesizeChunk(text=text).event(),
+        Synthesize(text=text).event(),
+    ]  # no SynthesizeStop: the client is still writing when the server stops
+
+    async def scenario():
+        started = [asyncio.Event() for _ in range(4)]
+        requests = [
+            asyncio.create_task(request(server.port, events, flag))
+            for events, flag in zip(
+                (plain, plain, stream, stream + [SynthesizeStop().event()]), started, strict=True
+            )
+        ]
+        for flag in started:
+            await flag.wait()
+        server.process.send_signal(signum)
+        signalled = time.monotonic()
+        return await asyncio.gather(*requests), signalled
+
+    try:
+        endings, signalled = run(scenario())
+        code = server.process.wait(timeout=TIMEOUT)
+        took = time.monotonic() - signalled
+    finally:
+        server.stop()
+    log = server.log()
+    assert code == 0, log
+    assert took < EXIT_WITHIN_SECONDS, f"exited {took:.1f} s after the signal"
+    for ending in endings[:2]:
+        assert ending[-1] == "audio-stop", ending
+    for ending in endings[2:]:
+        assert ending[-2:] == ["audio-stop", "synthesize-stopped"], ending
+    assert log.count("(cut short: the server is stopping)") == 4, log
+    assert "Traceback" not in log
+
+
+def test_a_client_that_stops_reading_does_not_hold_up_the_exit(tmp_path, tiny_model, voice_wav):
+    server = launch(tmp_path, tiny_model, "--voice", str(voice_wav))
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", server.port))
+    try:
+        stalled.sendall(encode(Synthesize(text=" ".join([LONG_TEXT] * 3)).event()))
+        assert stalled.recv(4096)  # audio has started; from now on nothing is read
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # until the buffers on the way are full and synthesis pauses
+            before = server.cpu_seconds()
+            time.sleep(0.5)
+            if server.cpu_seconds() - before < 0.05:
+                break
+            assert time.monotonic() < deadline, "the server never paused"
+        server.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        code = server.process.wait(timeout=TIMEOUT)
+        took = time.monotonic() - signalled
+    finally:
+        stalled.close()
+        server.stop()
+    assert code == 0, server.log()
+    assert took < EXIT_WITHIN_SECONDS, f"exited {took:.1f} s after the signal"
+    assert "Traceback" not in server.log()
