@@ -13,6 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
+
+# The test process runs the engine as a server's process does: set up before anything
+# below imports torch (bounded oneDNN caches, MKL's buffers freed, 2 MB pages).
+prepare_process(quantized=False)
+
 from tests.support.reference_model import BuiltModel, build_model
 from tests.support.voices_audio import write_voice_wav
 

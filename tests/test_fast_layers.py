@@ -452,6 +452,8 @@ def test_text_prompts_of_any_length_meet_few_matrix_shapes():
 
 
 ROW_COUNTS_PROGRAM = """
+from wyoming_pocket_tts.engine.cpu.process import prepare_process
+prepare_process(quantized=False)  # as a server's process is set up
 import torch
 from torch import nn
 from wyoming_pocket_tts.engine.cpu.packed import EXACT_ROWS, ROW_STEP, PackedLinear
