@@ -65,6 +65,8 @@ WARM_UP_FRAMES = 3
 #: Folder in the download directory for the encoded states of recordings whose own
 #: folder is read-only (see voices/files.py).
 VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
+#: A longer pause would hold a listener's audio back for nothing.
+MAX_SENTENCE_SILENCE = 10.0
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -118,6 +120,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--temperature",
         type=float,
         help="sampling temperature; 0 is deterministic (default: the model's, 0.3)",
+    )
+    parser.add_argument(
+        "--sentence-silence",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds of silence after each sentence (default: %(default)s)",
     )
     add_quantize_argument(parser)
     # For tests and experiments: the end-of-speech decision threshold.
@@ -292,6 +301,9 @@ def main(args: argparse.Namespace) -> int:
     if args.zeroconf is not None and scheme != "tcp":
         _LOGGER.error("--zeroconf needs a tcp:// URI, not %s", args.uri)
         return 2
+    if not 0 <= args.sentence_silence <= MAX_SENTENCE_SILENCE:
+        _LOGGER.error("--sentence-silence must be between 0 and %s seconds", MAX_SENTENCE_SILENCE)
+        return 2
     if args.max_loaded_voices < 1:
         _LOGGER.error("--max-loaded-voices must be at least 1")
         return 2
@@ -345,7 +357,9 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
         settings = HandlerSettings(
             sample_rate=model.sample_rate,
             options=GenerationOptions(
-                temperature=args.temperature, eos_threshold=args.eos_threshold
+                temperature=args.temperature,
+                eos_threshold=args.eos_threshold,
+                sentence_silence=args.sentence_silence,
             ),
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),

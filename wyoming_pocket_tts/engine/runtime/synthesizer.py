@@ -49,6 +49,10 @@ class GenerationOptions:
     max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
     # Hard cap on frames per text chunk, below the model's own length estimate.
     max_frames_per_chunk: int | None = None
+    # Seconds of silence after each chunk (a sentence, or sentences spoken together), as
+    # Piper's --sentence-silence: a server that streams one sentence per job and one
+    # that sends the whole text as one job then pause alike.
+    sentence_silence: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,23 +73,23 @@ class _ChunkProgress:
     eos_frame: int | None = None
     previous_latent: torch.Tensor | None = None
     text_embeddings: torch.Tensor | None = None  # not yet fed to the transformer
+    paused: bool = False  # the silence after the chunk has been emitted
 
     def finished(self) -> bool:
         if self.eos_frame is not None and self.frame >= self.eos_frame + self.chunk.frames_after_eos:
             return True
-        if self.frame >= self.chunk.max_frames:
-            _LOGGER.warning("no end of speech after %d frames: %.40r", self.frame, self.chunk.text)
-            return True
-        return False
+        return self.frame >= self.chunk.max_frames
 
 
 @dataclass(frozen=True)
 class LatentFrame:
-    """One generated latent, with the decoder stream of the chunk it belongs to."""
+    """One generated latent, with the decoder stream of the chunk it belongs to; or,
+    with no latent, the silence after a chunk, which decodes to `silence` zeros."""
 
-    latent: torch.Tensor  # [1, latent_dim], denormalised for Mimi
+    latent: torch.Tensor | None  # [1, latent_dim], denormalised for Mimi
     decoder: DecoderState
     starts_chunk: bool
+    silence: int = 0
 
 
 @dataclass
@@ -131,6 +135,7 @@ class Utterance:
             else options.eos_threshold
         )
         self.options = options
+        self._silence = round(options.sentence_silence * model.sample_rate)
         self._generator = torch.Generator()
         if options.seed is not None:
             self._generator.manual_seed(options.seed)
@@ -170,9 +175,22 @@ class Utterance:
                     self.close()
                     return None
                 self._progress = self._start_chunk(self._pending.pop())
-            if not self._progress.finished():
+            if not self._progress.finished() or self._pause_due():
                 return self._progress
+            if self._progress.eos_frame is None:
+                _LOGGER.warning(
+                    "no end of speech after %d frames: %.40r",
+                    self._progress.frame, self._progress.chunk.text,
+                )
             self._progress = None
+
+    def _pause_due(self) -> bool:
+        """The chunk is spoken but the silence after it has not been emitted yet."""
+        return self._silence > 0 and not self._progress.paused
+
+    def _pause(self) -> LatentFrame:
+        self._progress.paused = True
+        return LatentFrame(None, self._progress.decoder, starts_chunk=False, silence=self._silence)
 
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
@@ -244,7 +262,14 @@ class Synthesizer:
         utterance, or None where a chunk ended (or the utterance is finished).
         """
         frames: dict[int, LatentFrame] = {}
-        ready = [u for u in utterances if u._ready() is not None]
+        ready = []
+        for u in utterances:
+            if u._ready() is None:
+                continue
+            if u._progress.finished():  # spoken: what is due is the silence after it
+                frames[id(u)] = u._pause()
+            else:
+                ready.append(u)
         prompted = [u for u in ready if u._progress.text_embeddings is not None]
         batched = [u for u in ready if u._progress.text_embeddings is None]
         flow_lm = self.model.flow_lm
@@ -286,7 +311,8 @@ class Synthesizer:
         """
         runs: dict[int, list[int]] = {}  # per decoder stream: indices into `frames`
         for index, frame in enumerate(frames):
-            runs.setdefault(id(frame.decoder), []).append(index)
+            if frame.latent is not None:  # silence needs no decoding
+                runs.setdefault(id(frame.decoder), []).append(index)
         same_length: dict[int, list[list[int]]] = {}
         for run in runs.values():
             same_length.setdefault(len(run), []).append(run)
@@ -304,7 +330,7 @@ class Synthesizer:
     def finish_decoding(self, part: PartlyDecoded) -> list[np.ndarray]:
         """The rest of `start_decoding`'s call: audio per frame."""
         frames = part.frames
-        audio: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(frames)
+        audio = [np.zeros(frame.silence, dtype=np.float32) for frame in frames]
         for group, streams, pieces in part.groups:
             decoded = self.model.mimi.decode_tail(pieces, streams, part.tail_layers)
             for run, samples in zip(group, decoded[:, 0], strict=True):
