@@ -29,7 +29,7 @@ import numpy as np
 from wyoming.event import async_get_stdin
 from wyoming.server import AsyncServer, AsyncTcpServer
 
-from wyoming_pocket_tts import __version__
+from wyoming_pocket_tts import __version__, studio
 from wyoming_pocket_tts.catalog import CatalogError, ModelEntry, load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument
@@ -144,6 +144,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="announce the server on the local network for Home Assistant to discover "
         "(tcp:// only), optionally under NAME",
     )
+    studio.add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="log DEBUG messages")
     parser.add_argument("--log-format", default=logging.BASIC_FORMAT, help="format of log messages")
     parser.add_argument("--version", action="version", version=__version__)
@@ -374,7 +375,16 @@ async def _serve(args: argparse.Namespace, served: ServedModel, model: PocketTTS
             worker=worker,
             settings=settings,
         )
-        await _run_server(args, handler, voices.default_voice)
+        async with studio.serving(
+            args, model=model, model_name=served.description.name,
+            languages=served.description.languages, voices=voices,
+            files=VoiceFiles(
+                model, served.description.name,
+                download_options(args).cache_dir / VOICE_CACHE_FOLDER,
+            ),
+            worker=worker, options=settings.options, executor=voice_loader,
+        ):
+            await _run_server(args, handler, voices.default_voice)
         return 0
     finally:
         worker.close()
