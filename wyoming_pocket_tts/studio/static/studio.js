@@ -24,7 +24,9 @@ function say(id, text, isError = false) {
 }
 
 function element(tag, properties = {}, ...children) {
-  const node = Object.assign(document.createElement(tag), properties);
+  const { dataset = {}, ...rest } = properties;
+  const node = Object.assign(document.createElement(tag), rest);
+  Object.assign(node.dataset, dataset);
   node.append(...children);
   return node;
 }
