@@ -229,7 +229,7 @@ def test_bad_uploads_get_a_clear_message(studio, voices_dir, data, name, status,
     assert sorted(path.name for path in voices_dir.iterdir()) == before
 
 
-def test_compressed_recording_without_ffmpeg_says_so(studio, monkeypatch):
+def test_compressed_recording_without_ffmpeg_says_so(studio):
     response = add(studio, m4a_header(), "phone", filename="phone.m4a")
     if studio.api("GET", "api/status").json()["compressed_uploads"]:
         assert response.status_code == 415 and "cannot be decoded" in response.json()["error"]
@@ -237,7 +237,7 @@ def test_compressed_recording_without_ffmpeg_says_so(studio, monkeypatch):
         assert response.status_code == 415 and "ffmpeg" in response.json()["error"]
 
 
-def test_a_voice_file_of_another_model_shape_is_refused(studio, tmp_path):
+def test_a_voice_file_of_another_model_shape_is_refused(studio):
     from safetensors.numpy import save
 
     wrong = {
@@ -297,7 +297,7 @@ def test_a_voice_in_use_is_not_deleted_under_its_request(studio):
                 pass
             during = await asyncio.to_thread(studio.api, "DELETE", "api/voices/dora")
             await client.write_event(SynthesizeStop().event())
-            while (event := await client.read_event()).type != "synthesize-stopped":
+            while (await client.read_event()).type != "synthesize-stopped":
                 pass
         after = await asyncio.to_thread(studio.api, "DELETE", "api/voices/dora")
         return during.status_code, after.status_code

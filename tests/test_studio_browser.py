@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile
 from wyoming.client import AsyncTcpClient

@@ -201,6 +201,8 @@ async function toWav(blob) {
 
 // -- recording --------------------------------------------------------------------------
 
+// The model listens to 30 s at most; a minute leaves room to start and stop.
+const MAX_RECORDING_SECONDS = 60;
 let recorder = null;
 
 async function toggleRecording() {
@@ -222,7 +224,9 @@ async function toggleRecording() {
   recorder.addEventListener("dataavailable", (event) => chunks.push(event.data));
   const started = Date.now();
   const timer = setInterval(() => {
-    $("record-state").textContent = `Recording… ${Math.round((Date.now() - started) / 1000)} s (speak for 10 to 30 s)`;
+    const seconds = (Date.now() - started) / 1000;
+    $("record-state").textContent = `Recording… ${Math.round(seconds)} s (speak for 10 to 30 s)`;
+    if (seconds >= MAX_RECORDING_SECONDS && recorder) recorder.stop();
   }, 500);
   recorder.addEventListener("stop", async () => {
     clearInterval(timer);
