@@ -49,9 +49,9 @@ class GenerationOptions:
     max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
     # Hard cap on frames per text chunk, below the model's own length estimate.
     max_frames_per_chunk: int | None = None
-    # Seconds of silence after each chunk (a sentence, or sentences spoken together), as
-    # Piper's --sentence-silence: a server that streams one sentence per job and one
-    # that sends the whole text as one job then pause alike.
+    # Seconds of silence after each sentence, as Piper's --sentence-silence; each sentence
+    # is then a chunk of its own, so that a server that streams one sentence per job and
+    # one that sends the whole text as one job pause alike.
     sentence_silence: float = 0.0
 
 
@@ -357,8 +357,10 @@ class Synthesizer:
         if requested is None:
             requested = model.config.model_recommended_frames_after_eos
         chunks = []
+        # A pause after each sentence needs each sentence in a chunk of its own.
         pieces = split_into_chunks(
-            model.tokenizer, text, model.text_rules, options.max_tokens_per_chunk
+            model.tokenizer, text, model.text_rules, options.max_tokens_per_chunk,
+            pack=options.sentence_silence == 0,
         )
         for piece in pieces:
             prepared = prepare_text(piece, model.text_rules)
