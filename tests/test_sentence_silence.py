@@ -13,7 +13,6 @@ from wyoming.client import AsyncTcpClient
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from tests.support.studio_server import start_studio_server
-
 from wyoming_pocket_tts.engine.runtime.scheduler import SynthesisWorker
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 
@@ -21,6 +20,11 @@ FRAMES_PER_CHUNK = 10  # the tiny model never ends speech by itself: every chunk
 PLAIN = GenerationOptions(temperature=0.0, max_frames_per_chunk=FRAMES_PER_CHUNK)
 SENTENCES = ["The first sentence is short.", "And this one comes after it."]
 TWO_SENTENCES = " ".join(SENTENCES)
+
+
+def spoken_apart(synthesizer: Synthesizer, voice) -> list[np.ndarray]:
+    """Each sentence as a text of its own, without pauses."""
+    return [frame for sentence in SENTENCES for frame in synthesizer.stream(voice, sentence, PLAIN)]
 
 
 def with_silence(seconds: float) -> GenerationOptions:
@@ -44,7 +48,7 @@ def test_each_sentence_is_followed_by_the_pause(model, voice):
     assert len(synthesizer.start(voice, TWO_SENTENCES, PLAIN).chunks) == 1
     chunks = len(synthesizer.start(voice, TWO_SENTENCES, with_silence(0.25)).chunks)
     assert chunks == 2
-    plain = sum((list(synthesizer.stream(voice, sentence, PLAIN)) for sentence in SENTENCES), [])
+    plain = spoken_apart(synthesizer, voice)
     paused = np.concatenate(list(synthesizer.stream(voice, TWO_SENTENCES, with_silence(0.25))))
     pause = round(0.25 * model.sample_rate)
     np.testing.assert_array_equal(paused, expected_with_pauses(plain, chunks, pause))
@@ -54,7 +58,7 @@ def test_each_sentence_is_followed_by_the_pause(model, voice):
 def test_worker_delivers_the_pause_in_order(model, voice, take_turns):
     """Both ways the worker shares the cores pass the silence on between the frames."""
     synthesizer = Synthesizer(model)
-    plain = sum((list(synthesizer.stream(voice, sentence, PLAIN)) for sentence in SENTENCES), [])
+    plain = spoken_apart(synthesizer, voice)
     pause = round(0.4 * model.sample_rate)
     with SynthesisWorker(synthesizer, take_turns=take_turns) as worker:
         paused = np.concatenate(list(worker.stream(voice, TWO_SENTENCES, with_silence(0.4))))
