@@ -25,6 +25,7 @@ from tests.support.voices_audio import speech_like_signal
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT_MS = 120_000
+PREVIEW_ENDED = "document.getElementById('player').ended"
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason="needs Chromium: apt-get install chromium"
@@ -49,8 +50,12 @@ def browser() -> Iterator:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            # Root in a container has no sandbox; previews play without a click.
-            args=["--no-sandbox", "--autoplay-policy=no-user-gesture-required"],
+            # Root in a container has no sandbox; previews play without a click; the
+            # microphone is Chromium's stand-in, a beeping tone, allowed without asking.
+            args=[
+                "--no-sandbox", "--autoplay-policy=no-user-gesture-required",
+                "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+            ],
         )
         yield browser
         browser.close()
@@ -98,7 +103,7 @@ def test_add_hear_and_delete_a_voice_in_the_browser(studio, browser, tmp_path):
         " return p.src.includes('kitchen_test') && (p.currentTime > 0 || p.ended); }"
     )
     assert page.evaluate("document.getElementById('player').error") is None
-    page.wait_for_function("document.getElementById('player').ended")
+    page.wait_for_function(PREVIEW_ENDED)
     duration = page.evaluate("document.getElementById('player').currentTime")
     assert duration >= 6 * 0.08  # at least the minimum of frames of speech
     page.locator("#recent td", has_text="preview").first.wait_for()
@@ -121,4 +126,61 @@ def test_the_page_fits_a_phone(studio, browser):
     assert overflow <= 0, "the page scrolls sideways on a phone"
     # Preview from a phone: the button is there and plays.
     page.locator('li[data-voice="voice"]').get_by_role("button", name="Preview").click()
-    page.wait_for_function("document.getElementById('player').ended")
+    page.wait_for_function(PREVIEW_ENDED)
+
+
+def test_record_a_voice_with_the_microphone(studio, browser):
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator('li[data-voice="voice"]').wait_for()
+    page.click("#record")
+    page.locator("#record-state", has_text="Recording").wait_for()
+    page.wait_for_timeout(4000)  # the length of the recording, not a wait for the server
+    page.click("#record")
+    page.locator("#record-state", has_text="Recorded").wait_for()
+    page.fill("#add-name", "microphone")
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added microphone").wait_for()
+    page.wait_for_function(PREVIEW_ENDED)  # until then the preview speaks with the voice
+    assert studio.api("DELETE", "api/voices/microphone").status_code == 204
+
+
+RECORD_WEBM = """async () => {
+    const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    const recorder = new MediaRecorder(stream, { mimeType: "audio/webm" });
+    const chunks = [];
+    recorder.ondataavailable = (event) => chunks.push(event.data);
+    const stopped = new Promise((resolve) => { recorder.onstop = resolve; });
+    recorder.start();
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    recorder.stop();
+    await stopped;
+    stream.getTracks().forEach((track) => track.stop());
+    const bytes = new Uint8Array(await new Blob(chunks).arrayBuffer());
+    return Array.from(bytes);
+}"""
+
+
+def test_a_webm_the_server_cannot_decode_is_converted_by_the_page(studio, browser, tmp_path):
+    """What a phone's recorder app makes (WebM/Opus here): without ffmpeg the server says
+    so, and the page decodes it itself and sends WAV instead."""
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator('li[data-voice="voice"]').wait_for()
+    webm = bytes(page.evaluate(RECORD_WEBM))
+    assert webm[:4] == b"\x1a\x45\xdf\xa3"
+    direct = studio.api("POST", "api/voices", files={"file": ("phone.webm", webm)})
+    if shutil.which("ffmpeg") is None:
+        assert direct.status_code == 415 and "ffmpeg" in direct.json()["error"]
+    else:
+        assert direct.status_code == 201
+        studio.api("DELETE", f"api/voices/{direct.json()['name']}")
+    path = tmp_path / "phone.webm"
+    path.write_bytes(webm)
+    page.set_input_files("#add-file", path)
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added phone").wait_for()
+    page.wait_for_function(PREVIEW_ENDED)  # until then the preview speaks with the voice
+    assert studio.api("DELETE", "api/voices/phone").status_code == 204
