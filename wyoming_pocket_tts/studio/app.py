@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from aiohttp import web
 
@@ -48,6 +48,8 @@ _LOGGER = logging.getLogger(__name__)
 #: Longest preview text: a few sentences are enough to judge a voice.
 MAX_PREVIEW_CHARS = 500
 DEFAULT_PREVIEW_TEXT = "Hello! This is how I sound when I read your messages aloud."
+#: On SIGTERM a preview still playing gets this long to end, not aiohttp's minute.
+SHUTDOWN_SECONDS = 2.0
 #: Room for the multipart framing and the name field around the file.
 _FORM_OVERHEAD_BYTES = 64 * 1024
 _STATIC = importlib.resources.files(__package__) / "static"
@@ -230,7 +232,9 @@ class _Api:
         return web.Response(
             body=data,
             content_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{name}.safetensors"'},
+            headers={
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}.safetensors"
+            },
         )
 
 
@@ -250,7 +254,7 @@ async def serve_studio(
         folder=args.voices_dir.resolve() if args.voices_dir else None, executor=executor,
     )
     app = build_app(Studio(library, worker, options, tuple(args.http_allow)))
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     host, port = args.http_uri
     try:
