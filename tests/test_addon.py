@@ -269,6 +269,14 @@ def test_manifest_facts(manifest: dict[str, Any]) -> None:
     )
 
 
+def test_the_studio_is_the_ingress_page(manifest: dict[str, Any]) -> None:
+    assert manifest["ingress"] is True
+    assert manifest["ingress_stream"] is True  # uploads pass through as they arrive
+    assert manifest["panel_icon"].startswith("mdi:") and manifest["panel_title"]
+    # Only through ingress: the studio's port is not published on the host.
+    assert f"{manifest['ingress_port']}/tcp" not in manifest["ports"]
+
+
 def test_model_choices_are_the_catalog(manifest: dict[str, Any]) -> None:
     catalog = yaml.safe_load((ROOT / "wyoming_pocket_tts" / "data" / "catalog.yaml").read_text())
     choices = re.fullmatch(r"list\((.+)\)", manifest["schema"]["model"].strip()).group(1).split("|")
@@ -487,6 +495,9 @@ def test_defaults_start_the_server(stubs, manifest, server_parser) -> None:
     assert args.download_dir == Path("/data")
     assert args.voices_dir == Path(stubs["env"]["POCKET_TTS_SHARE_DIR"]) / "voices"
     assert args.voices_dir.is_dir()  # created for users to drop voices into
+    # The studio listens on the ingress port, for the Supervisor's ingress proxy only.
+    assert args.http_uri == ("0.0.0.0", manifest["ingress_port"])
+    assert [str(network) for network in args.http_allow] == ["172.30.32.2/32"]
 
 
 @pytest.mark.parametrize("key", list(load_yaml("config.yaml")["options"]))

@@ -43,6 +43,9 @@ def test_every_option_can_come_from_the_environment():
             "WYOMING_POCKET_TTS_LOCAL_FILES_ONLY": "1",
             "WYOMING_POCKET_TTS_ZEROCONF": "kitchen-tts",
             "WYOMING_POCKET_TTS_DEBUG": "off",
+            "WYOMING_POCKET_TTS_SENTENCE_SILENCE": "0.25",
+            "WYOMING_POCKET_TTS_HTTP_URI": "tcp://0.0.0.0:8099",
+            "WYOMING_POCKET_TTS_HTTP_ALLOW": "172.30.32.2, 10.0.0.0/8",
         },
     )
     assert args.uri == "unix:///run/tts.sock"
@@ -54,6 +57,9 @@ def test_every_option_can_come_from_the_environment():
     assert args.temperature == 0.5
     assert args.no_streaming and args.local_files_only and not args.debug
     assert args.zeroconf == "kitchen-tts"
+    assert args.sentence_silence == 0.25
+    assert args.http_uri == ("0.0.0.0", 8099)
+    assert [str(network) for network in args.http_allow] == ["172.30.32.2/32", "10.0.0.0/8"]
 
 
 def test_the_command_line_wins_over_the_environment():

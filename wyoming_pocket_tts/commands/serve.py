@@ -29,7 +29,7 @@ import numpy as np
 from wyoming.event import async_get_stdin
 from wyoming.info import Info
 
-from wyoming_pocket_tts import __version__, resolve
+from wyoming_pocket_tts import __version__, resolve, studio
 from wyoming_pocket_tts.catalog import load_catalog
 from wyoming_pocket_tts.commands.download import add_download_arguments
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model_options
@@ -55,6 +55,8 @@ WARM_UP_FRAMES = 3
 #: Time the open connections get to end their audio at shutdown before they are dropped:
 #: s6 (the add-on) kills a service 3 s after asking it to stop, Docker after 10 s.
 SHUTDOWN_GRACE_SECONDS = 1.0
+#: A longer pause would hold a listener's audio back for nothing.
+MAX_SENTENCE_SILENCE = 10.0
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -109,6 +111,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="sampling temperature; 0 is deterministic (default: the model's, 0.3)",
     )
+    parser.add_argument(
+        "--sentence-silence",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds of silence after each sentence (default: %(default)s)",
+    )
     add_quantize_argument(parser)
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
@@ -145,6 +154,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="announce the server on the local network for Home Assistant to discover "
         "(tcp:// only), optionally under NAME",
     )
+    studio.add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="log DEBUG messages")
     parser.add_argument("--log-format", default=logging.BASIC_FORMAT, help="format of log messages")
     parser.add_argument("--version", action="version", version=__version__)
@@ -204,6 +214,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.zeroconf is not None and scheme != "tcp":
         _LOGGER.error("--zeroconf needs a tcp:// URI, not %s", args.uri)
+        return 2
+    if not 0 <= args.sentence_silence <= MAX_SENTENCE_SILENCE:
+        _LOGGER.error("--sentence-silence must be between 0 and %s seconds", MAX_SENTENCE_SILENCE)
         return 2
     for option in ("max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout"):
         if getattr(args, option) <= 0:
@@ -266,7 +279,9 @@ async def _serve(
         settings = HandlerSettings(
             sample_rate=model.sample_rate,
             options=GenerationOptions(
-                temperature=args.temperature, eos_threshold=args.eos_threshold
+                temperature=args.temperature,
+                eos_threshold=args.eos_threshold,
+                sentence_silence=args.sentence_silence,
             ),
             streaming=not args.no_streaming,
             finish_on_eof=args.uri.startswith("stdio"),
@@ -282,11 +297,17 @@ async def _serve(
             PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings
         )
         connections = Connections(handler, info, args.max_connections)
-        if not await _unless_worker_dies(
-            _run_server(args, connections, voices.default_voice), worker_died
+        async with studio.serving(
+            args, model=model, model_name=served.description.name,
+            languages=served.description.languages, voices=voices,
+            files=resolve.voice_files(model, served),
+            worker=worker, options=settings.options, executor=voice_loader,
         ):
-            _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
-            return 1
+            if not await _unless_worker_dies(
+                _run_server(args, connections, voices.default_voice), worker_died
+            ):
+                _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
+                return 1
         return 0
     finally:
         worker.close()

@@ -48,6 +48,7 @@ from wyoming.tts import (
 
 from ..engine.errors import EngineError, TextError
 from ..voices.store import UnknownVoiceError, VoiceStore
+from .recent import RECENT_REQUESTS
 from .sentences import SentenceStream
 from .wire import (
     CHANNELS,
@@ -189,7 +190,9 @@ class _Report:
 
     def log(self, settings: HandlerSettings) -> None:
         audio_seconds = self.samples / settings.sample_rate
-        first = "-" if self.first_audio is None else f"{self.first_audio - self.received:.3f} s"
+        waited = None if self.first_audio is None else self.first_audio - self.received
+        first = "-" if waited is None else f"{waited:.3f} s"
+        RECENT_REQUESTS.add(self.kind, self.voice, self.chars, audio_seconds, waited, self.busy)
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
             "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s%s",

@@ -20,6 +20,7 @@ metadata: its files are accepted whenever their shapes fit the model.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import logging
 from pathlib import Path
@@ -37,6 +38,7 @@ _LOGGER = logging.getLogger(__name__)
 CACHE_FOLDER = ".pocket-tts-cache"
 MODEL_KEY = "model"
 AUDIO_DIGEST_KEY = "audio_sha256"
+AUDIO_NAME_KEY = "audio"
 _READ_BLOCK = 1 << 20
 
 
@@ -105,6 +107,16 @@ class VoiceFiles:
         self._store(voice, places, digest, path)
         return voice
 
+    def all_cache_files(self, audio: Path) -> list[Path]:
+        """The cached states of a recording for every model, in every place they may be:
+        what deleting the recording leaves behind unless these go too."""
+        return sorted(
+            cached
+            for place in self._cache_files(audio)
+            for cached in place.parent.glob(f"{glob.escape(audio.stem)}.*.safetensors")
+            if _metadata(cached).get(AUDIO_NAME_KEY) == audio.name
+        )
+
     def _cache_files(self, audio: Path) -> list[Path]:
         """Where the cache of `audio` may be, in order of preference. A cache folder that
         is a link out of the voices folder is not used: nothing outside is read."""
@@ -134,7 +146,7 @@ class VoiceFiles:
     def _store(self, voice: VoiceState, places: list[Path], digest: str, audio: Path) -> None:
         """Write the cache to the first place that takes it; a voice that cannot be cached
         still works, it is only encoded again next time."""
-        metadata = {MODEL_KEY: self._identity, AUDIO_DIGEST_KEY: digest, "audio": audio.name}
+        metadata = {MODEL_KEY: self._identity, AUDIO_DIGEST_KEY: digest, AUDIO_NAME_KEY: audio.name}
         problems = []
         for cached in places:
             try:

@@ -187,6 +187,20 @@ class VoiceStore(Generic[V]):
         """Names of the voices in memory, least recently used first."""
         return list(self._loaded)
 
+    def in_use(self, name: str) -> bool:
+        """Whether a request is speaking with the voice, or waiting for it to load."""
+        entry = self._loaded.get(name)
+        return (entry is not None and entry.users > 0) or any(
+            source.name == name and not loading.done()
+            for source, loading in self._loading.items()
+        )
+
+    def forget(self, name: str) -> None:
+        """Drop a voice nobody uses from memory: its file was deleted or renamed."""
+        entry = self._loaded.get(name)
+        if entry is not None and entry.users == 0:
+            del self._loaded[name]
+
     def lookup(self, name: str | None) -> VoiceSource:
         """The source of a voice (the default one for None), or UnknownVoiceError."""
         name = name or self.default_voice

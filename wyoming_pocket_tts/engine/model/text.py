@@ -232,12 +232,13 @@ def _sentences(tokenizer: Tokenizer, text: str, max_tokens: int) -> list[tuple[i
 
 
 def split_into_chunks(
-    tokenizer: Tokenizer, text: str, rules: TextRules, max_tokens: int = MAX_TOKENS_PER_CHUNK
+    tokenizer: Tokenizer, text: str, rules: TextRules, max_tokens: int = MAX_TOKENS_PER_CHUNK,
+    pack: bool = True,
 ) -> list[str]:
     """Prepare `text` and cut it into chunks of at most `max_tokens` tokens where possible.
 
     Sentences (and clauses of over-long sentences) are packed greedily, in order, while
-    their token counts fit. A single sentence longer than `max_tokens` with no comma,
+    their token counts fit; with `pack=False` each is a chunk of its own. A single sentence longer than `max_tokens` with no comma,
     semicolon or colon stays whole (logged as a warning). The chunks are not yet prepared
     for speaking: the reference passes each through `prepare_text` again, and so must we.
     """
@@ -246,7 +247,7 @@ def split_into_chunks(
     current, current_count = "", 0
     for count, piece in _sentences(tokenizer, prepared, max_tokens):
         # A piece that decoded to nothing does not open a chunk (nor count toward one).
-        if current and current_count + count <= max_tokens:
+        if current and pack and current_count + count <= max_tokens:
             current, current_count = current + " " + piece, current_count + count
             continue
         if current:

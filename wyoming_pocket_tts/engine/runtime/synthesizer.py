@@ -50,6 +50,10 @@ class GenerationOptions:
     max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
     # Hard cap on frames per text chunk, below the model's own length estimate.
     max_frames_per_chunk: int | None = None
+    # Seconds of silence after each sentence, as Piper's --sentence-silence; each sentence
+    # is then a chunk of its own, so that a server that streams one sentence per job and
+    # one that sends the whole text as one job pause alike.
+    sentence_silence: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,23 +74,23 @@ class _ChunkProgress:
     eos_frame: int | None = None
     previous_latent: torch.Tensor | None = None
     text_embeddings: torch.Tensor | None = None  # not yet fed to the transformer
+    paused: bool = False  # the silence after the chunk has been emitted
 
     def finished(self) -> bool:
         if self.eos_frame is not None and self.frame >= self.eos_frame + self.chunk.frames_after_eos:
             return True
-        if self.frame >= self.chunk.max_frames:
-            _LOGGER.warning("no end of speech after %d frames: %.40r", self.frame, self.chunk.text)
-            return True
-        return False
+        return self.frame >= self.chunk.max_frames
 
 
 @dataclass(frozen=True)
 class LatentFrame:
-    """One generated latent, with the decoder stream of the chunk it belongs to."""
+    """One generated latent, with the decoder stream of the chunk it belongs to; or,
+    with no latent, the silence after a chunk, which decodes to `silence` zeros."""
 
-    latent: torch.Tensor  # [1, latent_dim], denormalised for Mimi
+    latent: torch.Tensor | None  # [1, latent_dim], denormalised for Mimi
     decoder: DecoderState
     starts_chunk: bool
+    silence: int = 0
 
 
 @dataclass
@@ -132,6 +136,7 @@ class Utterance:
             else options.eos_threshold
         )
         self.options = options
+        self._silence = round(options.sentence_silence * model.sample_rate)
         self._generator = torch.Generator()
         if options.seed is not None:
             self._generator.manual_seed(options.seed)
@@ -171,9 +176,22 @@ class Utterance:
                     self.close()
                     return None
                 self._progress = self._start_chunk(self._pending.pop())
-            if not self._progress.finished():
+            if not self._progress.finished() or self._pause_due():
                 return self._progress
+            if self._progress.eos_frame is None:
+                _LOGGER.warning(
+                    "no end of speech after %d frames: %.40r",
+                    self._progress.frame, self._progress.chunk.text,
+                )
             self._progress = None
+
+    def _pause_due(self) -> bool:
+        """The chunk is spoken but the silence after it has not been emitted yet."""
+        return self._silence > 0 and not self._progress.paused
+
+    def _pause(self) -> LatentFrame:
+        self._progress.paused = True
+        return LatentFrame(None, self._progress.decoder, starts_chunk=False, silence=self._silence)
 
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
@@ -248,7 +266,11 @@ class Synthesizer:
         voice state), this raises EngineError or the error and leaves every
         utterance as it was: a caller can step each one alone to find the culprit.
         """
-        ready = [u for u in utterances if u._ready() is not None]
+        due = [u for u in utterances if u._ready() is not None]
+        # A spoken chunk whose silence is due gets it after the step: a failed step
+        # leaves every utterance as it was.
+        pausing = [u for u in due if u._progress.finished()]
+        ready = [u for u in due if not u._progress.finished()]
         prompted = [u for u in ready if u._progress.text_embeddings is not None]
         batched = [u for u in ready if u._progress.text_embeddings is None]
         groups = [group for group in (prompted, batched) if group]
@@ -262,7 +284,7 @@ class Synthesizer:
             for cache, length in lengths:  # what the step wrote past them is overwritten
                 cache.length = length
             raise
-        frames: dict[int, LatentFrame] = {}
+        frames = {id(u): u._pause() for u in pausing}
         for group, z in zip(groups, outputs, strict=True):
             frames.update(self._sample(group, z))
         return [frames.get(id(u)) for u in utterances]
@@ -317,7 +339,8 @@ class Synthesizer:
         """
         runs: dict[int, list[int]] = {}  # per decoder stream: indices into `frames`
         for index, frame in enumerate(frames):
-            runs.setdefault(id(frame.decoder), []).append(index)
+            if frame.latent is not None:  # silence needs no decoding
+                runs.setdefault(id(frame.decoder), []).append(index)
         same_length: dict[int, list[list[int]]] = {}
         for run in runs.values():
             same_length.setdefault(len(run), []).append(run)
@@ -335,7 +358,7 @@ class Synthesizer:
     def finish_decoding(self, part: PartlyDecoded) -> list[np.ndarray]:
         """The rest of `start_decoding`'s call: audio per frame."""
         frames = part.frames
-        audio: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(frames)
+        audio = [np.zeros(frame.silence, dtype=np.float32) for frame in frames]
         for group, streams, pieces in part.groups:
             decoded = self.model.mimi.decode_tail(pieces, streams, part.tail_layers)
             for run, samples in zip(group, decoded[:, 0], strict=True):
@@ -362,8 +385,10 @@ class Synthesizer:
         if requested is None:
             requested = model.config.model_recommended_frames_after_eos
         chunks = []
+        # A pause after each sentence needs each sentence in a chunk of its own.
         pieces = split_into_chunks(
-            model.tokenizer, text, model.text_rules, options.max_tokens_per_chunk
+            model.tokenizer, text, model.text_rules, options.max_tokens_per_chunk,
+            pack=options.sentence_silence == 0,
         )
         for piece in pieces:
             prepared = prepare_text(piece, model.text_rules)

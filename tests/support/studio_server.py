@@ -1,0 +1,77 @@
+"""A real server process with the voice studio on, for the studio's API and browser tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 120.0  # generous: the machine may be loaded
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class StudioServer:
+    process: subprocess.Popen
+    log_path: Path
+    wyoming_port: int
+    http_port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/"
+
+    def api(self, method: str, path: str, **kwargs) -> requests.Response:
+        return requests.request(method, self.url + path, timeout=TIMEOUT, **kwargs)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def start_studio_server(directory: Path, config_path: Path, *args: str) -> StudioServer:
+    """Start the server on free ports with the studio on; returns once it is ready."""
+    directory.mkdir(parents=True, exist_ok=True)
+    wyoming_port, http_port = free_port(), free_port()
+    log_path = directory / "server.log"
+    command = [
+        sys.executable, "-m", "wyoming_pocket_tts",
+        "--uri", f"tcp://127.0.0.1:{wyoming_port}",
+        "--http-uri", f"tcp://127.0.0.1:{http_port}",
+        "--model", str(config_path),
+        *args,
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO, stderr=log, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
+    server = StudioServer(process, log_path, wyoming_port, http_port)
+    deadline = time.monotonic() + TIMEOUT
+    while "Ready" not in server.log():
+        if process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"the server did not start:\n{server.log()}")
+        time.sleep(0.05)
+    return server

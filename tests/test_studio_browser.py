@@ -1,0 +1,186 @@
+"""The voice studio's page in a real browser: headless Chromium (Debian's `chromium`,
+which .ci/run installs) driven by Playwright, against a real server process.
+
+With STUDIO_SCREENSHOT=PATH set, the page is also saved as a screenshot there (the one
+in the documentation is made this way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import soundfile
+from wyoming.client import AsyncTcpClient
+from wyoming.info import Describe, Info
+
+from tests.support.studio_server import StudioServer, start_studio_server
+from tests.support.voices_audio import speech_like_signal
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WAIT_MS = 120_000
+PREVIEW_ENDED = "document.getElementById('player').ended"
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Chromium: apt-get install chromium"
+)
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory, tiny_model, voice_wav) -> Iterator[StudioServer]:
+    voices = tmp_path_factory.mktemp("browser-voices")
+    server = start_studio_server(
+        tmp_path_factory.mktemp("browser"), tiny_model.config_path,
+        "--voice", str(voice_wav), "--voices-dir", str(voices), "--eos-threshold", "-1000",
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            # Root in a container has no sandbox; previews play without a click; the
+            # microphone is Chromium's stand-in, a beeping tone, allowed without asking.
+            args=[
+                "--no-sandbox", "--autoplay-policy=no-user-gesture-required",
+                "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+def recording_file(path: Path) -> Path:
+    samples = speech_like_signal(5.0, 24000, seed=11, trailing_silence=0.3)
+    out = io.BytesIO()
+    soundfile.write(out, samples, 24000, format="WAV")
+    path.write_bytes(out.getvalue())
+    return path
+
+
+def wyoming_voices(studio: StudioServer) -> list[str]:
+    async def describe() -> list[str]:
+        async with AsyncTcpClient("127.0.0.1", studio.wyoming_port) as client:
+            await client.write_event(Describe().event())
+            event = await client.read_event()
+        return [voice.name for voice in Info.from_event(event).tts[0].voices]
+
+    # Playwright's synchronous API runs an event loop on this thread: ask from another.
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, describe()).result()
+
+
+def test_add_hear_and_delete_a_voice_in_the_browser(studio, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1000, "height": 1000})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    default = page.locator('li[data-voice="voice"]')
+    default.locator(".badge.default").wait_for()
+    assert "Model model-english" in page.locator("#model-line").inner_text()
+
+    page.set_input_files("#add-file", recording_file(tmp_path / "Kitchen Test.wav"))
+    assert page.input_value("#add-name") == "kitchen_test"  # suggested from the file name
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added kitchen_test").wait_for()
+    card = page.locator('li[data-voice="kitchen_test"]')
+    card.wait_for()
+    assert "kitchen_test" in wyoming_voices(studio)
+
+    # Adding plays the new voice's preview: the streamed WAV really plays.
+    page.wait_for_function(
+        "() => { const p = document.getElementById('player');"
+        " return p.src.includes('kitchen_test') && (p.currentTime > 0 || p.ended); }"
+    )
+    assert page.evaluate("document.getElementById('player').error") is None
+    page.wait_for_function(PREVIEW_ENDED)
+    duration = page.evaluate("document.getElementById('player').currentTime")
+    assert duration >= 6 * 0.08  # at least the minimum of frames of speech
+    page.locator("#recent td", has_text="preview").first.wait_for()
+
+    if screenshot := os.environ.get("STUDIO_SCREENSHOT"):
+        page.screenshot(path=screenshot, full_page=True)
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    card.get_by_role("button", name="Delete").click()
+    card.wait_for(state="detached")
+    assert "kitchen_test" not in wyoming_voices(studio)
+
+
+def test_the_page_fits_a_phone(studio, browser):
+    page = browser.new_page(viewport={"width": 375, "height": 740}, is_mobile=True)
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator('li[data-voice="voice"]').wait_for()
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, "the page scrolls sideways on a phone"
+    # Preview from a phone: the button is there and plays.
+    page.locator('li[data-voice="voice"]').get_by_role("button", name="Preview").click()
+    page.wait_for_function(PREVIEW_ENDED)
+
+
+def test_record_a_voice_with_the_microphone(studio, browser):
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator('li[data-voice="voice"]').wait_for()
+    page.click("#record")
+    page.locator("#record-state", has_text="Recording").wait_for()
+    page.wait_for_timeout(4000)  # the length of the recording, not a wait for the server
+    page.click("#record")
+    page.locator("#record-state", has_text="Recorded").wait_for()
+    page.fill("#add-name", "microphone")
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added microphone").wait_for()
+    page.wait_for_function(PREVIEW_ENDED)  # until then the preview speaks with the voice
+    assert studio.api("DELETE", "api/voices/microphone").status_code == 204
+
+
+RECORD_WEBM = """async () => {
+    const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    const recorder = new MediaRecorder(stream, { mimeType: "audio/webm" });
+    const chunks = [];
+    recorder.ondataavailable = (event) => chunks.push(event.data);
+    const stopped = new Promise((resolve) => { recorder.onstop = resolve; });
+    recorder.start();
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    recorder.stop();
+    await stopped;
+    stream.getTracks().forEach((track) => track.stop());
+    const bytes = new Uint8Array(await new Blob(chunks).arrayBuffer());
+    return Array.from(bytes);
+}"""
+
+
+def test_a_webm_the_server_cannot_decode_is_converted_by_the_page(studio, browser, tmp_path):
+    """What a phone's recorder app makes (WebM/Opus here): without ffmpeg the server says
+    so, and the page decodes it itself and sends WAV instead."""
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator('li[data-voice="voice"]').wait_for()
+    webm = bytes(page.evaluate(RECORD_WEBM))
+    assert webm[:4] == b"\x1a\x45\xdf\xa3"
+    direct = studio.api("POST", "api/voices", files={"file": ("phone.webm", webm)})
+    if shutil.which("ffmpeg") is None:
+        assert direct.status_code == 415 and "ffmpeg" in direct.json()["error"]
+    else:
+        assert direct.status_code == 201
+        studio.api("DELETE", f"api/voices/{direct.json()['name']}")
+    path = tmp_path / "phone.webm"
+    path.write_bytes(webm)
+    page.set_input_files("#add-file", path)
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added phone").wait_for()
+    page.wait_for_function(PREVIEW_ENDED)  # until then the preview speaks with the voice
+    assert studio.api("DELETE", "api/voices/phone").status_code == 204

@@ -1,0 +1,270 @@
+"""The voice studio's web server: the page, and the HTTP API the page itself uses.
+
+Off unless --http-uri is given; served by the Wyoming server's own process and event
+loop, next to it, so both see the same voices, the same engine worker and the same
+voice-loading thread. The page has no login: in the add-on it is reachable only
+through Home Assistant's ingress proxy (--http-allow 172.30.32.2), which does the
+authentication; standalone it belongs on a trusted network only. All its URLs are
+relative, so it works under the ingress path prefix (the X-Ingress-Path header).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Executor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlparse
+
+from aiohttp import web
+
+from .. import __version__
+from ..engine.errors import EngineError
+from ..engine.model.audio import MAX_PROMPT_SECONDS
+from ..engine.model.pocket_tts import PocketTTS
+from ..engine.runtime.worker import SynthesisWorker
+from ..server.recent import RECENT_REQUESTS
+from ..voices.files import VoiceFiles
+from ..voices.store import UnknownVoiceError, VoiceStore
+from .library import CLONING_UNAVAILABLE, NAME_RULE, Model, VoiceLibrary
+from .options import Network
+from .preview import stream_preview
+from .uploads import (
+    MAX_RECORDING_SECONDS,
+    MAX_UPLOAD_BYTES,
+    MIN_SPEECH_SECONDS,
+    StudioError,
+    can_decode_compressed_audio,
+)
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Longest preview text: a few sentences are enough to judge a voice.
+MAX_PREVIEW_CHARS = 500
+DEFAULT_PREVIEW_TEXT = "Hello! This is how I sound when I read your messages aloud."
+#: On SIGTERM a preview still playing gets this long to end, not aiohttp's minute.
+SHUTDOWN_SECONDS = 2.0
+#: Room for the multipart framing and the name field around the file.
+_FORM_OVERHEAD_BYTES = 64 * 1024
+_STATIC = importlib.resources.files(__package__) / "static"
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+# ---------------------------------------------------------------------------
+# The application
+
+
+@dataclass(frozen=True)
+class Studio:
+    library: VoiceLibrary
+    worker: SynthesisWorker
+    options: Any  # the engine's GenerationOptions, as the Wyoming handler uses them
+    allowed: tuple[Network, ...]
+
+
+def build_app(studio: Studio) -> web.Application:
+    app = web.Application(
+        client_max_size=MAX_UPLOAD_BYTES + _FORM_OVERHEAD_BYTES,
+        middlewares=[_allowed_peers(studio.allowed), _same_site_writes, _errors_as_json],
+    )
+    api = _Api(studio)
+    app.router.add_get("/", _page)
+    app.router.add_static("/static", Path(str(_STATIC)), append_version=False)
+    app.router.add_get("/api/status", api.status)
+    app.router.add_get("/api/voices", api.voices)
+    app.router.add_post("/api/voices", api.add)
+    app.router.add_patch("/api/voices/{name}", api.rename)
+    app.router.add_delete("/api/voices/{name}", api.delete)
+    app.router.add_get("/api/voices/{name}/preview", api.preview)
+    app.router.add_get("/api/voices/{name}/export", api.export)
+    return app
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _allowed_peers(allowed: tuple[Network, ...]):
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if allowed:
+            try:
+                peer = ipaddress.ip_address(request.remote or "")
+            except ValueError:
+                peer = None
+            if peer is None or not any(peer in network for network in allowed):
+                _LOGGER.warning("Studio: refused a request from %s", request.remote)
+                raise web.HTTPForbidden(text="Not allowed from this address.\n")
+        return await handler(request)
+
+    return middleware
+
+
+@web.middleware
+async def _same_site_writes(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse changes asked for by another site's page in the user's browser (a form
+    posted to this address). Requests through Home Assistant's ingress come with its
+    header, which no other site's page can add without the browser asking us first."""
+    origin = request.headers.get("Origin")
+    if (
+        request.method not in _SAFE_METHODS
+        and origin
+        and "X-Ingress-Path" not in request.headers
+        and urlparse(origin).netloc != request.host
+    ):
+        return _error(403, "Changes are accepted only from the studio's own page.")
+    return await handler(request)
+
+
+@web.middleware
+async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response = await handler(request)
+    except StudioError as error:
+        return _error(error.status, str(error))
+    except UnknownVoiceError as error:
+        return _error(404, str(error))
+    except EngineError as error:
+        return _error(422, str(error))
+    except web.HTTPRequestEntityTooLarge:
+        return _error(413, f"The upload is over the limit of {MAX_UPLOAD_BYTES >> 20} MB.")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+async def _page(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(Path(str(_STATIC / "index.html")))
+
+
+class _Api:
+    def __init__(self, studio: Studio) -> None:
+        self._studio = studio
+        self._library = studio.library
+
+    async def status(self, request: web.Request) -> web.Response:
+        library = self._library
+        model = library.model
+        cloning = model.engine.has_voice_cloning
+        return web.json_response({
+            "version": __version__,
+            "model": {
+                "name": model.name,
+                "languages": list(model.languages),
+                "quantized": model.engine.quantized,
+                "sample_rate": model.engine.sample_rate,
+            },
+            "voice_cloning": {
+                "available": cloning, "reason": None if cloning else CLONING_UNAVAILABLE
+            },
+            "voices_folder": None if library.folder is None else str(library.folder),
+            "compressed_uploads": can_decode_compressed_audio(),
+            "default_voice": library.voices.default_voice,
+            "loaded_voices": library.voices.loaded,
+            "sentence_silence": getattr(self._studio.options, "sentence_silence", 0.0),
+            "limits": {
+                "upload_bytes": MAX_UPLOAD_BYTES,
+                "recording_seconds": MAX_RECORDING_SECONDS,
+                "prompt_seconds": MAX_PROMPT_SECONDS,
+                "min_speech_seconds": MIN_SPEECH_SECONDS,
+                "preview_chars": MAX_PREVIEW_CHARS,
+                "name_rule": NAME_RULE,
+            },
+            "recent_requests": [record.as_json() for record in RECENT_REQUESTS.newest_first()],
+        })
+
+    async def voices(self, request: web.Request) -> web.Response:
+        return web.json_response(self._library.listing())
+
+    async def add(self, request: web.Request) -> web.Response:
+        if not request.content_type.startswith("multipart/"):
+            raise StudioError("Send a multipart form with a `file` (and a `name`).", 415)
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            raise StudioError("The form has no `file`.", 400)
+        name = form.get("name")
+        if name is not None and not isinstance(name, str):
+            raise StudioError("`name` must be text.", 400)
+        data = upload.file.read()
+        if not data:
+            raise StudioError("The file is empty.", 400)
+        voice = await self._library.add(name.strip() if name else None, upload.filename, data)
+        return web.json_response(voice, status=201)
+
+    async def rename(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise StudioError('Send JSON: {"name": "new name"}.', 400) from None
+        new_name = body.get("name") if isinstance(body, dict) else None
+        if not isinstance(new_name, str):
+            raise StudioError('Send JSON: {"name": "new name"}.', 400)
+        return web.json_response(await self._library.rename(request.match_info["name"], new_name))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        await self._library.delete(request.match_info["name"])
+        return web.Response(status=204)
+
+    async def preview(self, request: web.Request) -> web.StreamResponse:
+        text = request.query.get("text", DEFAULT_PREVIEW_TEXT)
+        if not text.strip():
+            raise StudioError("The preview text is empty.", 400)
+        if len(text) > MAX_PREVIEW_CHARS:
+            raise StudioError(f"The preview text is over {MAX_PREVIEW_CHARS} characters.", 400)
+        library = self._library
+        return await stream_preview(
+            request, voices=library.voices, worker=self._studio.worker,
+            options=self._studio.options, sample_rate=library.model.engine.sample_rate,
+            name=request.match_info["name"], text=text,
+        )
+
+    async def export(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        data = await self._library.export(name)
+        return web.Response(
+            body=data,
+            content_type="application/octet-stream",
+            headers={
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}.safetensors"
+            },
+        )
+
+
+# ---------------------------------------------------------------------------
+# Serving
+
+
+@asynccontextmanager
+async def serve_studio(
+    args: argparse.Namespace, *, model: PocketTTS, model_name: str, languages: tuple[str, ...],
+    voices: VoiceStore, files: VoiceFiles, worker: SynthesisWorker, options: Any,
+    executor: Executor,
+) -> AsyncIterator[None]:
+    """Serve the studio on --http-uri for the duration of the block."""
+    library = VoiceLibrary(
+        voices=voices, files=files, model=Model(model, model_name, languages),
+        folder=args.voices_dir.resolve() if args.voices_dir else None, executor=executor,
+    )
+    app = build_app(Studio(library, worker, options, tuple(args.http_allow)))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+    await runner.setup()
+    host, port = args.http_uri
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as error:
+        await runner.cleanup()
+        _LOGGER.error("Cannot serve the studio on %s:%d: %s", host, port, error.strerror)
+        raise SystemExit(1) from None
+    _LOGGER.info("Studio: serving on http://%s:%d/", host, port)
+    try:
+        yield
+    finally:
+        await runner.cleanup()

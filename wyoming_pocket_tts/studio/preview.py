@@ -1,0 +1,90 @@
+"""A voice speaking a sentence over HTTP: a WAV streamed while it is synthesized.
+
+The WAV header goes out first with its sizes unknown (the largest values, as a live
+stream has them, which browsers play), then each frame the engine decodes, in
+chunked transfer encoding, so playback starts after the first frame. As in the
+Wyoming handler, the event loop only passes frames on: the engine worker makes them
+and wakes the loop; a listener who goes away cancels the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from aiohttp import web
+
+from ..engine.runtime.worker import SynthesisWorker
+from ..server.handler import CHANNELS, SAMPLE_WIDTH, pcm16
+from ..server.recent import RECENT_REQUESTS
+from ..voices.store import VoiceStore
+
+_LOGGER = logging.getLogger(__name__)
+
+UNKNOWN_SIZE = 0xFFFFFFFF
+
+
+def streaming_wav_header(sample_rate: int) -> bytes:
+    """A 16-bit mono PCM WAV header whose RIFF and data sizes are left unknown."""
+    block = CHANNELS * SAMPLE_WIDTH
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF", UNKNOWN_SIZE, b"WAVE",
+        b"fmt ", 16, 1, CHANNELS, sample_rate, sample_rate * block, block, 8 * SAMPLE_WIDTH,
+        b"data", UNKNOWN_SIZE,
+    )
+
+
+async def stream_preview(
+    request: web.Request, *, voices: VoiceStore, worker: SynthesisWorker, options: Any,
+    sample_rate: int, name: str, text: str,
+) -> web.StreamResponse:
+    """Speak `text` with the voice `name` into the response. Errors before the first byte
+    (unknown voice, unspeakable text) propagate, for the caller to answer with a status."""
+    loop = asyncio.get_running_loop()
+    received = loop.time()
+    ready = asyncio.Event()
+
+    def wake() -> None:  # called on the worker thread
+        try:
+            loop.call_soon_threadsafe(ready.set)
+        except RuntimeError:  # the loop is closed: the server is shutting down
+            pass
+
+    async with voices.use(name) as voice:
+        job = worker.submit(voice, text, options, wake)
+        response = web.StreamResponse(
+            headers={"Content-Type": "audio/wav", "Cache-Control": "no-store"}
+        )
+        response.enable_chunked_encoding()
+        samples, first_audio = 0, None
+        try:
+            await response.prepare(request)
+            await response.write(streaming_wav_header(sample_rate))
+            while True:
+                await ready.wait()
+                ready.clear()
+                finished = job.done  # read before take(): frames precede `done`
+                frames = job.take()
+                if frames:
+                    first_audio = first_audio or loop.time()
+                    samples += sum(len(frame) for frame in frames)
+                    await response.write(b"".join(pcm16(frame) for frame in frames))
+                    job.passed_on()
+                if finished:
+                    break
+        except ConnectionError:
+            _LOGGER.debug("Preview of %s: the listener went away", name)
+            return response
+        finally:
+            job.cancel()  # a no-op when finished; stops the worker when the listener left
+            RECENT_REQUESTS.add(
+                "preview", name, len(text), samples / sample_rate,
+                None if first_audio is None else first_audio - received, loop.time() - received,
+            )
+        if job.error is not None:  # the status is sent: the audio just ends early
+            _LOGGER.warning("Preview of %s failed: %s", name, job.error)
+        await response.write_eof()
+        return response

@@ -1,0 +1,273 @@
+// The voice studio's page: everything it does goes through the documented HTTP API,
+// with relative URLs so that it works under Home Assistant's ingress path prefix.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { status: null, recorded: null };
+
+async function api(path, options = {}) {
+  const response = await fetch(path, options);
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try { message = (await response.json()).error || message; } catch (_) { /* not JSON */ }
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
+  }
+  return response.status === 204 ? null : response.json();
+}
+
+function say(id, text, isError = false) {
+  const element = $(id);
+  element.textContent = text;
+  element.classList.toggle("error", isError);
+}
+
+function element(tag, properties = {}, ...children) {
+  const { dataset = {}, ...rest } = properties;
+  const node = Object.assign(document.createElement(tag), rest);
+  Object.assign(node.dataset, dataset);
+  node.append(...children);
+  return node;
+}
+
+// -- status ---------------------------------------------------------------------------
+
+async function refreshStatus() {
+  const status = await api("api/status");
+  state.status = status;
+  const model = status.model;
+  $("model-line").textContent =
+    `Model ${model.name} (${model.languages.join(", ")}${model.quantized ? ", int8" : ""}) · ` +
+    `version ${status.version} · default voice ${status.default_voice}`;
+  const cloning = $("cloning-note");
+  cloning.hidden = status.voice_cloning.available;
+  cloning.textContent = status.voice_cloning.reason || "";
+  const folder = $("folder-note");
+  folder.hidden = status.voices_folder !== null;
+  folder.textContent = "This server has no voices folder: start it with --voices-dir FOLDER to add voices.";
+  const canAdd = status.voices_folder !== null;
+  $("add-button").disabled = !canAdd;
+  $("record").disabled = !canAdd || !status.voice_cloning.available;
+  renderRecent(status.recent_requests);
+}
+
+function renderRecent(records) {
+  const rows = records.map((r) => element("tr", {},
+    element("td", { textContent: new Date(r.finished_at * 1000).toLocaleTimeString() }),
+    element("td", { textContent: r.kind }),
+    element("td", { textContent: r.voice }),
+    element("td", { textContent: String(r.chars) }),
+    element("td", { textContent: r.first_audio_seconds === null ? "–" : `${Math.round(r.first_audio_seconds * 1000)} ms` }),
+    element("td", { textContent: r.speed === null ? "–" : `${r.speed.toFixed(1)}× real time` }),
+  ));
+  $("recent").replaceChildren(...rows);
+}
+
+// -- voices ---------------------------------------------------------------------------
+
+async function refreshVoices() {
+  const voices = await api("api/voices");
+  $("voices").replaceChildren(...voices.map(voiceCard));
+}
+
+function voiceCard(voice) {
+  const quoted = encodeURIComponent(voice.name);
+  const badges = [element("span", { className: "badge", textContent: voice.kind })];
+  if (voice.default) badges.push(element("span", { className: "badge default", textContent: "default" }));
+  if (voice.loaded) badges.push(element("span", { className: "badge loaded", textContent: "loaded" }));
+  const preview = element("button", { type: "button", className: "primary", textContent: "▶ Preview" });
+  preview.addEventListener("click", () => playPreview(voice.name));
+  const exported = element("a", { href: `api/voices/${quoted}/export`, download: `${voice.name}.safetensors`, textContent: "Export" });
+  const actions = [preview, exported];
+  if (voice.editable) {
+    const rename = element("button", { type: "button", textContent: "Rename" });
+    rename.addEventListener("click", () => renameVoice(voice.name));
+    const remove = element("button", { type: "button", textContent: "Delete" });
+    remove.addEventListener("click", () => deleteVoice(voice.name));
+    actions.push(rename, remove);
+  }
+  return element("li", { className: "voice", dataset: { voice: voice.name } },
+    element("div", { className: "title" }, element("span", { className: "name", textContent: voice.name }), ...badges),
+    element("div", { className: "description", textContent: `${voice.description} · ${voice.languages.join(", ")}` }),
+    element("div", { className: "actions" }, ...actions),
+  );
+}
+
+function playPreview(name) {
+  const text = $("preview-text").value.trim();
+  if (!text) { say("voices-message", "Write a sentence to preview first.", true); return; }
+  const player = $("player");
+  say("voices-message", `${name} is speaking…`);
+  player.src = `api/voices/${encodeURIComponent(name)}/preview?text=${encodeURIComponent(text)}`;
+  player.dataset.voice = name;
+  player.play().catch((error) => say("voices-message", `Cannot play: ${error.message}`, true));
+}
+
+async function renameVoice(name) {
+  const newName = prompt(`New name for ${name}:`, name);
+  if (!newName || newName === name) return;
+  try {
+    await api(`api/voices/${encodeURIComponent(name)}`, {
+      method: "PATCH", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ name: newName }),
+    });
+    say("voices-message", `${name} is now called ${newName}.`);
+  } catch (error) { say("voices-message", error.message, true); }
+  await refreshAll();
+}
+
+async function deleteVoice(name) {
+  if (!confirm(`Delete the voice ${name}? Its files are removed from the voices folder.`)) return;
+  try {
+    await api(`api/voices/${encodeURIComponent(name)}`, { method: "DELETE" });
+    say("voices-message", `${name} was deleted.`);
+  } catch (error) { say("voices-message", error.message, true); }
+  await refreshAll();
+}
+
+// -- adding -----------------------------------------------------------------------------
+
+function suggestName(fileName) {
+  const stem = fileName.replace(/\.[^.]*$/, "").toLowerCase();
+  return stem.replace(/[^a-z0-9]+/g, "_").replace(/^_+|_+$/g, "").slice(0, 40) || "voice";
+}
+
+async function upload(blob, fileName) {
+  const form = new FormData();
+  form.append("file", blob, fileName);
+  const name = $("add-name").value.trim();
+  if (name) form.append("name", name);
+  return api("api/voices", { method: "POST", body: form });
+}
+
+async function addVoice(event) {
+  event.preventDefault();
+  const file = state.recorded || $("add-file").files[0];
+  if (!file) { say("add-message", "Choose a file or record first.", true); return; }
+  const fileName = file.name || "recording.wav";
+  $("add-button").disabled = true;
+  say("add-message", "Checking and encoding the voice (this takes a few seconds)…");
+  try {
+    let voice;
+    try {
+      voice = await upload(file, fileName);
+    } catch (error) {
+      // A format the server cannot decode (M4A, WebM without ffmpeg): the browser may.
+      if (error.status !== 415 || fileName.endsWith(".safetensors")) throw error;
+      voice = await upload(await toWav(file), fileName.replace(/\.[^.]*$/, "") + ".wav");
+    }
+    say("add-message", `Added ${voice.name}.`);
+    state.recorded = null;
+    $("add-form").reset();
+    $("record-state").textContent = "";
+    await refreshAll();
+    playPreview(voice.name);
+  } catch (error) {
+    say("add-message", error.message, true);
+  } finally {
+    $("add-button").disabled = state.status && state.status.voices_folder === null;
+  }
+}
+
+// Decode any audio the browser can play and write it as 16-bit mono WAV.
+async function toWav(blob) {
+  const context = new (window.AudioContext || window.webkitAudioContext)();
+  try {
+    const audio = await context.decodeAudioData(await blob.arrayBuffer());
+    const length = audio.length;
+    const mono = new Float32Array(length);
+    for (let channel = 0; channel < audio.numberOfChannels; channel++) {
+      const data = audio.getChannelData(channel);
+      for (let i = 0; i < length; i++) mono[i] += data[i] / audio.numberOfChannels;
+    }
+    const view = new DataView(new ArrayBuffer(44 + 2 * length));
+    const text = (offset, value) => [...value].forEach((c, i) => view.setUint8(offset + i, c.charCodeAt(0)));
+    text(0, "RIFF"); view.setUint32(4, 36 + 2 * length, true); text(8, "WAVE");
+    text(12, "fmt "); view.setUint32(16, 16, true); view.setUint16(20, 1, true); view.setUint16(22, 1, true);
+    view.setUint32(24, audio.sampleRate, true); view.setUint32(28, 2 * audio.sampleRate, true);
+    view.setUint16(32, 2, true); view.setUint16(34, 16, true);
+    text(36, "data"); view.setUint32(40, 2 * length, true);
+    for (let i = 0; i < length; i++) {
+      const sample = Math.max(-1, Math.min(1, mono[i]));
+      view.setInt16(44 + 2 * i, Math.round(sample * 32767), true);
+    }
+    return new Blob([view], { type: "audio/wav" });
+  } catch (error) {
+    throw new Error("Neither the server nor this browser can decode this file: convert it to WAV, FLAC, Ogg or MP3.");
+  } finally {
+    context.close();
+  }
+}
+
+// -- recording --------------------------------------------------------------------------
+
+// The model listens to 30 s at most; a minute leaves room to start and stop.
+const MAX_RECORDING_SECONDS = 60;
+let recorder = null;
+
+async function toggleRecording() {
+  if (recorder) { recorder.stop(); return; }
+  if (!navigator.mediaDevices || !window.MediaRecorder) {
+    $("record-state").textContent =
+      "Recording needs a secure page (https, or this computer's localhost): upload a file instead.";
+    return;
+  }
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  } catch (error) {
+    $("record-state").textContent = `No microphone: ${error.message}`;
+    return;
+  }
+  const chunks = [];
+  recorder = new MediaRecorder(stream);
+  recorder.addEventListener("dataavailable", (event) => chunks.push(event.data));
+  const started = Date.now();
+  const timer = setInterval(() => {
+    const seconds = (Date.now() - started) / 1000;
+    $("record-state").textContent = `Recording… ${Math.round(seconds)} s (speak for 10 to 30 s)`;
+    if (seconds >= MAX_RECORDING_SECONDS && recorder) recorder.stop();
+  }, 500);
+  recorder.addEventListener("stop", async () => {
+    clearInterval(timer);
+    stream.getTracks().forEach((track) => track.stop());
+    recorder = null;
+    $("record").textContent = "Record with the microphone";
+    try {
+      const wav = await toWav(new Blob(chunks, { type: chunks[0] ? chunks[0].type : "" }));
+      state.recorded = new File([wav], "recording.wav", { type: "audio/wav" });
+      $("record-state").textContent = `Recorded ${Math.round((Date.now() - started) / 1000)} s: name it and add it.`;
+      if (!$("add-name").value) $("add-name").value = "my_voice";
+    } catch (error) {
+      $("record-state").textContent = error.message;
+    }
+  });
+  recorder.start();
+  $("record").textContent = "Stop recording";
+}
+
+// -- start ------------------------------------------------------------------------------
+
+async function refreshAll() {
+  try {
+    await Promise.all([refreshStatus(), refreshVoices()]);
+  } catch (error) {
+    say("voices-message", `Cannot reach the server: ${error.message}`, true);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("add-form").addEventListener("submit", addVoice);
+  $("add-file").addEventListener("change", () => {
+    const file = $("add-file").files[0];
+    state.recorded = null;
+    if (file && !$("add-name").value) $("add-name").value = suggestName(file.name);
+  });
+  $("record").addEventListener("click", toggleRecording);
+  const player = $("player");
+  player.addEventListener("playing", () => say("voices-message", `${player.dataset.voice} is speaking…`));
+  player.addEventListener("ended", () => { say("voices-message", ""); refreshAll(); });
+  player.addEventListener("error", () => say("voices-message", "The preview could not be played.", true));
+  refreshAll();
+  setInterval(refreshStatus, 10000);
+});
