@@ -393,7 +393,7 @@ def four_stream_round_ms(step: float, frame_row: float, mimi_split: bool) -> flo
     layers, a few percent, which FlowLM's thread runs): a round takes at least the
     FlowLM step and at least every stream's Mimi frame. Were Mimi's work split
     between the threads (`mimi_split`; none of the ways tried paid, see
-    docs/performance.md), the Mimi thread still could not take a FlowLM step: at
+    docs/design.md), the Mimi thread still could not take a FlowLM step: at
     least the step, and at least half the two stages' work.
     """
     if mimi_split:

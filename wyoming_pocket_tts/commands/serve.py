@@ -96,7 +96,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--voices-dir",
         type=Path,
         help="folder of custom voices: audio files to clone and .safetensors voice states, "
-        "each named by its file name without extension; rescanned on every request",
+        "each named by its file name without extension; read again on every request and every Describe",
     )
     add_download_arguments(parser)
     parser.add_argument(
