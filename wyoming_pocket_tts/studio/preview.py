@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from ..engine.runtime.worker import SynthesisWorker
-from ..server.handler import CHANNELS, SAMPLE_WIDTH, pcm16
+from ..server.wire import CHANNELS, SAMPLE_WIDTH, pcm16
 from ..server.recent import RECENT_REQUESTS
 from ..voices.store import VoiceStore
 
