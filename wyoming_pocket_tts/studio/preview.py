@@ -17,8 +17,8 @@ from typing import Any
 from aiohttp import web
 
 from ..engine.runtime.worker import SynthesisWorker
-from ..server.wire import CHANNELS, SAMPLE_WIDTH, pcm16
 from ..server.recent import RECENT_REQUESTS
+from ..server.wire import CHANNELS, SAMPLE_WIDTH, pcm16
 from ..voices.store import VoiceStore
 
 _LOGGER = logging.getLogger(__name__)
