@@ -363,6 +363,7 @@ bashio::config() {
     if [[ "${result}" == "null" ]]; then echo "${2:-null}"; else printf "%s" "${result}"; fi
 }
 bashio::config.true() { [[ "$(bashio::config "$1")" == "true" ]]; }
+bashio::config.has_value() { local v; v="$(bashio::config "$1" "")"; [[ -n "${v}" && "${v}" != "null" ]]; }
 bashio::log.info() { echo "INFO: $*" >&2; }
 bashio::log.warning() { echo "WARNING: $*" >&2; }
 bashio::log.error() { echo "ERROR: $*" >&2; }
@@ -515,6 +516,21 @@ def test_every_option_reaches_the_command_line(stubs, manifest, server_parser, k
         assert value is (not expected if name == "no_streaming" else expected)
     else:
         assert value == expected
+
+
+def test_a_hugging_face_token_reaches_the_server_in_its_environment(stubs, manifest) -> None:
+    """The gated weights that voice cloning needs download with the token; it goes in
+    the environment (where huggingface_hub reads it), never on the command line."""
+    seen = stubs["tmp"] / "token"
+    python = Path(stubs["env"]["PATH"].split(":")[0]) / "python3"
+    python.write_text(f'#!/bin/bash\nprintf "%s|%s" "${{HF_TOKEN-unset}}" "$*" > {seen}\n')
+    for options, token in ((manifest["options"], "unset"),
+                           ({**manifest["options"], "hf_token": "hf_secret"}, "hf_secret")):
+        process, _ = run_script(stubs, RUN_SCRIPT, options)
+        assert process.returncode == 0, process.stderr
+        environment, arguments = seen.read_text().split("|")
+        assert environment == token
+        assert "hf_secret" not in arguments
 
 
 def test_models_folder_is_used_when_present(stubs, manifest, server_parser) -> None:
