@@ -21,6 +21,7 @@ import safetensors
 import safetensors.torch
 import torch
 
+from ..cpu.threads import intra_op_threads
 from ..errors import VoiceError
 
 _KEY = re.compile(r"transformer\.layers\.(\d+)\.self_attn/(cache|offset|pad|current_end)")
@@ -32,6 +33,24 @@ class VoiceState:
 
     keys: torch.Tensor
     values: torch.Tensor
+
+    def __post_init__(self) -> None:
+        """Refuse a state no model can speak with. One NaN or infinity in a voice's keys
+        or values spreads through attention into every frame: the audio comes out
+        silent, with no error, for every request that uses the voice."""
+        if self.keys.dim() != 4 or self.keys.shape != self.values.shape:
+            raise VoiceError(
+                f"the voice's keys and values are shaped {tuple(self.keys.shape)} and "
+                f"{tuple(self.values.shape)}, not [layers, heads, positions, head size]"
+            )
+        if self.keys.dtype != torch.float32 or self.values.dtype != torch.float32:
+            raise VoiceError(f"the voice is stored as {self.keys.dtype}, not float32")
+        if self.keys.numel() == 0:
+            raise VoiceError(f"the voice is empty (shape {tuple(self.keys.shape)})")
+        # The extremes are NaN if any value is, infinite if any is: one cheap pass each.
+        extremes = torch.stack([*torch.aminmax(self.keys), *torch.aminmax(self.values)])
+        if not torch.isfinite(extremes).all():
+            raise VoiceError("the voice contains invalid (NaN or infinite) values")
 
     @property
     def num_positions(self) -> int:
@@ -80,42 +99,68 @@ def read_voice_metadata(path: Path) -> dict[str, str]:
 
 
 def load_voice_state(path: Path) -> VoiceState:
-    """Read a voice file written by us or by `pocket-tts export-voice`."""
+    """Read a voice file written by us or by `pocket-tts export-voice`; VoiceError, naming
+    the file, for anything that is not a whole, usable voice state.
+
+    On one core: reading is a copy of a few megabytes, which takes milliseconds on one
+    thread, while torch's workers on every core would wait for the cores the synthesis
+    is using, for a time slice at each operator. An evicted voice is read back this way
+    while other requests are being spoken.
+    """
     try:
-        handle = safetensors.safe_open(str(path), framework="pt", device="cpu")
+        with intra_op_threads(1):
+            return _read_voice_state(path)
     except FileNotFoundError:
         raise VoiceError(f"voice file not found: {path}") from None
-    except Exception as error:
+    except VoiceError as error:
+        raise VoiceError(f"{path}: {error}") from None
+    except Exception as error:  # safetensors raises its own types for bad headers and data
         raise VoiceError(f"{path} is not a readable voice file: {error}") from error
+
+
+def _read_voice_state(path: Path) -> VoiceState:
     layers: dict[int, dict[str, torch.Tensor]] = {}
-    with handle:
+    with safetensors.safe_open(str(path), framework="pt", device="cpu") as handle:
         for key in handle.keys():
             match = _KEY.fullmatch(key)
             if match is None:
-                raise VoiceError(f"{path} is not a Pocket TTS voice file (unexpected tensor {key})")
+                raise VoiceError(f"not a Pocket TTS voice file (unexpected tensor {key})")
             layers.setdefault(int(match[1]), {})[match[2]] = handle.get_tensor(key)
     if not layers or sorted(layers) != list(range(len(layers))):
-        raise VoiceError(f"{path} is not a Pocket TTS voice file (no complete layer set)")
-    keys, values = [], []
+        raise VoiceError("not a Pocket TTS voice file (no complete layer set)")
+    caches = []
     for index in range(len(layers)):
-        entry = layers[index]
-        if "cache" not in entry:
-            raise VoiceError(f"{path}: layer {index} has no cache tensor")
-        cache = entry["cache"]
-        if cache.dim() != 5 or cache.shape[0] != 2 or cache.shape[1] != 1:
-            raise VoiceError(f"{path}: layer {index} cache has shape {tuple(cache.shape)}")
-        if "offset" in entry:
-            length = int(entry["offset"].view(-1)[0])
-        elif "current_end" in entry:  # older files stored the length as a tensor's size
-            length = entry["current_end"].shape[0]
-        else:
-            length = cache.shape[2]
-        if not 0 < length <= cache.shape[2]:
-            raise VoiceError(f"{path}: layer {index} has an invalid length {length}")
-        cache = cache[:, 0, :length].transpose(1, 2).float()  # [2, heads, positions, head_dim]
-        keys.append(cache[0])
-        values.append(cache[1])
-    try:
-        return VoiceState(torch.stack(keys).contiguous(), torch.stack(values).contiguous())
-    except RuntimeError:
-        raise VoiceError(f"{path}: layers disagree in shape") from None
+        try:
+            caches.append(_layer_cache(layers[index]))
+        except VoiceError as error:
+            raise VoiceError(f"layer {index}: {error}") from None
+    if any(cache.shape != caches[0].shape for cache in caches):
+        raise VoiceError("layers disagree in shape")
+    # Keys and values in one buffer, each layer copied (and cast) into place once.
+    state = torch.empty(2, len(caches), *caches[0].shape[1:], dtype=torch.float32)
+    for index, cache in enumerate(caches):
+        state[:, index].copy_(cache)
+    return VoiceState(state[0], state[1])
+
+
+def _layer_cache(entry: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A view of one layer's keys and values: [2, heads, positions, head_dim]."""
+    if "cache" not in entry:
+        raise VoiceError("no cache tensor")
+    cache = entry["cache"]
+    if cache.dim() != 5 or cache.shape[0] != 2 or cache.shape[1] != 1:
+        raise VoiceError(f"the cache has shape {tuple(cache.shape)}")
+    if not cache.is_floating_point():
+        raise VoiceError(f"the cache holds {cache.dtype}, not floating-point numbers")
+    if "offset" in entry:
+        offset = entry["offset"]
+        if offset.numel() == 0 or offset.is_floating_point():
+            raise VoiceError(f"the offset is not a length ({offset.dtype}, {offset.numel()} values)")
+        length = int(offset.view(-1)[0])
+    elif "current_end" in entry:  # older files stored the length as a tensor's size
+        length = entry["current_end"].shape[0]
+    else:
+        length = cache.shape[2]
+    if not 0 < length <= cache.shape[2]:
+        raise VoiceError(f"invalid length {length} for a cache of {cache.shape[2]} positions")
+    return cache[:, 0, :length].transpose(1, 2)
