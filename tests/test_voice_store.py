@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -276,3 +278,43 @@ def test_a_path_for_a_voice_name_is_refused_before_anything_is_loaded():
         assert isinstance(caught.value, UnknownVoiceError)  # answered like an unknown voice
         assert caught.value.available == ["alba", "bob", "carol", "dave"]
     assert loader.calls == []
+
+
+class Voice:
+    """A loaded voice that can be watched for being freed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_evicted_voices_and_abandoned_loads_are_freed():
+    release = threading.Event()
+    loaded: dict[str, weakref.ref] = {}
+
+    def load(source: VoiceSource) -> Voice:
+        if source.name == "dave":
+            release.wait(timeout=30)
+        voice = Voice(source.name)
+        loaded[source.name] = weakref.ref(voice)
+        return voice
+
+    store = make_store(load, max_loaded=2)
+
+    async def scenario():
+        await store.preload(["alba"])
+        for name in ("bob", "carol"):  # bob goes when carol comes: alba is pinned
+            await speak(store, name)
+        waiting = asyncio.create_task(speak(store, "dave"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()  # its only request hangs up while it loads
+        release.set()
+        while "dave" not in loaded:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the loop learns that the load is done
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert store.loaded == ["alba", "carol"]
+    assert loaded["bob"]() is None
+    assert loaded["dave"]() is None
+    assert loaded["carol"]() is not None

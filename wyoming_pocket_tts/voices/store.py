@@ -145,10 +145,6 @@ def scan_voices_dir(directory: Path) -> dict[str, VoiceSource]:
     return found
 
 
-def _failed(future: asyncio.Future) -> bool:
-    return future.done() and (future.cancelled() or future.exception() is not None)
-
-
 @dataclass(eq=False)
 class _Loaded(Generic[V]):
     source: VoiceSource
@@ -234,18 +230,22 @@ class VoiceStore(Generic[V]):
     async def _load_once(self, source: VoiceSource) -> V:
         """Load `source`, or wait for the load another request already started."""
         loading = self._loading.get(source)
-        if loading is None or _failed(loading):
+        if loading is None:
             loading = asyncio.ensure_future(self._run_loader(source))
-            # A load whose waiters all disconnected must not warn "exception never
-            # retrieved": its failure is reported to whoever asks next.
-            loading.add_done_callback(lambda future: future.cancelled() or future.exception())
             self._loading[source] = loading
-        try:
-            # Shielded: one waiter's disconnect must not cancel the load for the others.
-            return await asyncio.shield(loading)
-        finally:
-            if loading.done() and self._loading.get(source) is loading:
-                del self._loading[source]
+            loading.add_done_callback(functools.partial(self._loaded_or_failed, source))
+        # Shielded: one waiter's disconnect must not cancel the load for the others.
+        return await asyncio.shield(loading)
+
+    def _loaded_or_failed(self, source: VoiceSource, loading: asyncio.Future[V]) -> None:
+        """Forget a finished load at once, whether or not anyone still waits for it: a
+        voice whose requests all hung up must not stay in memory outside the LRU, and a
+        failed load is tried again by the next request. Its exception is retrieved here
+        so that a load nobody waited for does not warn "exception never retrieved"."""
+        if self._loading.get(source) is loading:
+            del self._loading[source]
+        if not loading.cancelled():
+            loading.exception()
 
     async def _run_loader(self, source: VoiceSource) -> V:
         _LOGGER.info("Loading voice %s (%s)", source.name, source.path or source.description)
