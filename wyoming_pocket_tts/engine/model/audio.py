@@ -55,7 +55,7 @@ def end_on_pause(
         return audio
     energy = audio[..., : frames * frame].reshape(-1, frames, frame).square().mean(dim=(0, 2))
     level = 20 * torch.log10(energy.sqrt() + 1e-12)
-    # At least: a prompt loud enough to overflow float32 still has a loudest frame.
+    # `>=`: a prompt so loud that its energy overflows float32 still has a loudest frame.
     last_loud = int(torch.nonzero(level >= level.max() - floor_db).flatten()[-1])
     end = (last_loud + 1) * frame
     audio = audio[..., :end].clone()
