@@ -35,6 +35,11 @@ MIN_FRAMES_BEFORE_EOS = 6
 # A fresh decoder starts with a small step (a click): fade the first 5 ms in.
 FADE_IN_SECONDS = 0.005
 MAX_TOKENS_PER_CHUNK = 50
+# Working buffers kept for the next utterances once theirs end. Each holds a voice
+# prompt, a text and its frames for every layer (tens of MB for the standard model):
+# enough spares for the usual one or two requests at a time, not one per request of
+# the busiest minute the server ever had.
+MAX_SPARE_CACHES = 2
 INVALID_AUDIO = "the voice state or model produced invalid audio (NaN or infinity)"
 
 
@@ -368,15 +373,32 @@ class Synthesizer:
                     audio[index] = piece
         return audio
 
-    def _acquire_cache(self, capacity: int) -> LinearKV:
+    @property
+    def spare_buffer_bytes(self) -> int:
+        """Memory held in working buffers that no utterance is using."""
         with self._lock:
-            if self._spare_caches:
-                return self._spare_caches.pop()
+            return sum(
+                cache.keys.nbytes + cache.values.nbytes for cache in self._spare_caches
+            )
+
+    def _acquire_cache(self, capacity: int) -> LinearKV:
+        """The smallest spare buffer that holds `capacity` positions, else a new one of
+        exactly that size: a spare too small would be grown, and buffers would ratchet
+        up to the longest text ever spoken."""
+        with self._lock:
+            fitting = [cache for cache in self._spare_caches if cache.capacity >= capacity]
+            if fitting:
+                cache = min(fitting, key=lambda cache: cache.capacity)
+                self._spare_caches.remove(cache)
+                return cache
         return self.model.new_cache(capacity)
 
     def _release_cache(self, cache: LinearKV) -> None:
+        """Keep the buffer as a spare; beyond `MAX_SPARE_CACHES`, the largest go."""
         with self._lock:
             self._spare_caches.append(cache)
+            self._spare_caches.sort(key=lambda cache: cache.capacity)
+            del self._spare_caches[MAX_SPARE_CACHES:]
 
     def chunks(self, text: str, options: GenerationOptions = GenerationOptions()) -> list[TextChunk]:
         """Split and prepare a text the way the model was trained to read it."""
