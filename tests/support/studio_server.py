@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,7 @@ from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
-TIMEOUT = 120.0  # generous: the machine may be loaded
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.support.server import REPO, TIMEOUT, free_port
 
 
 @dataclass
