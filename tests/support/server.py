@@ -91,15 +91,17 @@ def launch(
     env: dict[str, str] | None = None,
     stdio: bool = False,
     wait: bool = True,
+    program: tuple[str, ...] = ("-m", "wyoming_pocket_tts"),
 ) -> ServerProcess:
+    """Start the server; `program` is what Python runs (a script that wraps the
+    server's `run`, to inject a fault)."""
     directory.mkdir(parents=True, exist_ok=True)
     port = None if stdio else free_port()
     uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"
     log_path = directory / "server.log"
     command = [
         sys.executable,
-        "-m",
-        "wyoming_pocket_tts",
+        *program,
         "--uri",
         uri,
         "--model",
