@@ -25,7 +25,9 @@ def test_the_heap_is_trimmed_once_after_each_idle_spell(model, voice, monkeypatc
     trims: list[int] = []
     monkeypatch.setattr(worker_module, "IDLE_TRIM_S", 0.2)
     with SynthesisWorker(Synthesizer(model)) as worker:
-        monkeypatch.setattr(worker_module, "return_free_heap", lambda: trims.append(worker.active_jobs))
+        monkeypatch.setattr(
+            worker_module, "return_free_heap", lambda: trims.append(worker.active_jobs)
+        )
         for spell in (1, 2):
             assert sum(len(frame) for frame in worker.stream(voice, "Done.", OPTIONS)) > 0
             assert wait_until(lambda: len(trims) == spell)
