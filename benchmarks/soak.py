@@ -87,6 +87,7 @@ TEXTS = (
 )
 REQUEST_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 600.0
+IDLE_S = 3.0  # longer than the worker waits before it gives free heap back
 SETTLE_S = 10.0  # how long the server may take to let go of a finished request's threads
 
 
@@ -240,6 +241,7 @@ class Results:
     after_warm_up: ProcessState | None = None
     at_end: ProcessState | None = None
     settled: ProcessState | None = None
+    idle: ProcessState | None = None
     rss_mib_every_100: list[float] = field(default_factory=list)
 
 
@@ -275,6 +277,8 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
     if pid:
         results.at_end = process_state(pid)
         results.settled = await settle(pid, results.before)
+        await asyncio.sleep(IDLE_S)
+        results.idle = process_state(pid)
     summarize(outcomes, results)
     return results
 
@@ -324,6 +328,7 @@ def report(results: Results, args: argparse.Namespace) -> None:
         (f"after {args.warm_up} requests", results.after_warm_up),
         ("at the end", results.at_end),
         ("settled", results.settled),
+        (f"idle {IDLE_S:.0f} s later", results.idle),
     ):
         if state is not None:
             print(
