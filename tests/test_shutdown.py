@@ -13,7 +13,7 @@ import pytest
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from tests.support.server import LONG_TEXT, TIMEOUT, launch, run
+from tests.support.server import LONG_TEXT, TIMEOUT, event_types_until_close, launch, run
 from wyoming_pocket_tts.server.wire import encode, read_event
 
 #: Docker's default stop timeout is 10 s, s6's 3 s grace then kill: exit well before.
@@ -29,12 +29,7 @@ async def request(port: int, events: list[Event], started: asyncio.Event) -> lis
     first = await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT)
     assert first is not None and first.type == "audio-start", first
     started.set()
-    types = []
-    try:
-        while event := await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT):
-            types.append(event.type)
-    except ConnectionError:
-        types.append("reset")
+    types = await event_types_until_close(reader)
     writer.close()
     return types
 

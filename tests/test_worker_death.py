@@ -9,8 +9,8 @@ from pathlib import Path
 
 from wyoming.tts import Synthesize
 
-from tests.support.server import TIMEOUT, launch, run
-from wyoming_pocket_tts.server.wire import encode, read_event
+from tests.support.server import TIMEOUT, event_types_until_close, launch, run
+from wyoming_pocket_tts.server.wire import encode
 
 # Runs the server with the batching policy broken once a trigger file exists: a fault
 # outside any one request, which kills the worker's thread.
@@ -41,12 +41,7 @@ async def ask_to_speak(port: int) -> list[str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(encode(Synthesize(text="Turn on the kitchen light.").event()))
     await writer.drain()
-    types = []
-    try:
-        while event := await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT):
-            types.append(event.type)
-    except ConnectionError:
-        types.append("reset")
+    types = await event_types_until_close(reader)
     writer.close()
     return types
 

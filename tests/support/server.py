@@ -162,6 +162,20 @@ async def describe(client: AsyncTcpClient) -> Info:
     return Info.from_event(event)
 
 
+async def event_types_until_close(reader: asyncio.StreamReader) -> list[str]:
+    """The types of the events a client reads until the server closes ("reset" last if
+    the connection was reset), as Home Assistant reads until then."""
+    from wyoming_pocket_tts.server.wire import read_event
+
+    types = []
+    try:
+        while event := await read_event(reader, idle_timeout=TIMEOUT, partial_timeout=TIMEOUT):
+            types.append(event.type)
+    except ConnectionError:
+        types.append("reset")
+    return types
+
+
 def assert_pcm_frames(stream: AudioStream) -> None:
     assert (stream.start.rate, stream.start.width, stream.start.channels) == (24000, 2, 1)
     assert stream.chunks, "no audio"
