@@ -184,3 +184,29 @@ def test_a_webm_the_server_cannot_decode_is_converted_by_the_page(studio, browse
     page.locator("#add-message", has_text="Added phone").wait_for()
     page.wait_for_function(PREVIEW_ENDED)  # until then the preview speaks with the voice
     assert studio.api("DELETE", "api/voices/phone").status_code == 204
+
+
+def test_the_page_works_under_the_ingress_path(studio, browser):
+    """Home Assistant's ingress proxy serves the page under a path of its own, strips it
+    and says it in a header: every request the page makes must stay under that path."""
+    prefix = "api/hassio_ingress/abc123/"
+    outside = []
+
+    def ingress_proxy(route) -> None:
+        url = route.request.url
+        if not url.startswith(studio.url + prefix):
+            outside.append(url)
+            route.abort()
+            return
+        headers = {**route.request.headers, "x-ingress-path": "/" + prefix.rstrip("/")}
+        response = route.fetch(url=studio.url + url[len(studio.url + prefix):], headers=headers)
+        route.fulfill(response=response)
+
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.route("**/*", ingress_proxy)
+    page.goto(studio.url + prefix)
+    page.locator('li[data-voice="voice"] .badge.default').wait_for()
+    assert "Model model-english" in page.locator("#model-line").inner_text()
+    assert outside == []
+    page.close()
