@@ -23,6 +23,7 @@ import wave
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
@@ -180,7 +181,14 @@ def test_the_server_and_the_synthesize_command_give_the_same_samples(
     with wave.open(str(output)) as wav:
         written = wav.readframes(wav.getnframes())
     served = b"".join(chunk.audio for chunk in run(synthesize(server, text)).chunks)
-    assert len(written) > 0 and served == written
+    written_samples = np.frombuffer(written, "<i2").astype(np.int32)
+    served_samples = np.frombuffer(served, "<i2").astype(np.int32)
+    assert len(written_samples) > 0 and len(served_samples) == len(written_samples)
+    # Which thread decodes a frame, and beside which others in its batch, can move a float
+    # in its last bits, and so a sample that sat on a rounding boundary by one; truncating
+    # instead of rounding, as the command once did, moves about half of them.
+    differ = np.abs(served_samples - written_samples)
+    assert differ.max() <= 1 and np.count_nonzero(differ) <= len(differ) // 1000
 
 
 @pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
