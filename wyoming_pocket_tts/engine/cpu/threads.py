@@ -10,8 +10,7 @@ Those pools are why multi-core work that is not synthesis (loading the model,
 encoding a voice) runs on a thread of its own that ends with it: once the pools of
 a process hold more threads than it has cores, libgomp makes every idle worker
 sleep at once instead of spinning, so each of the hundreds of operators in a pass
-has to wake it again. Measured on two cores: a text prompt's pass took 45 ms with
-one pool and 55-70 ms after the loading thread had kept a pool of its own.
+has to wake it again.
 
 The synthesis worker keeps its two threads at half the cores each (FlowLM and
 Mimi side by side; one core each on two) and raises the count only around work
@@ -22,10 +21,9 @@ decoding while the stages take turns (few jobs active).
 Those two threads also keep MKL (torch's x86 BLAS) on one thread of its own
 (`use_cores(..., serial_blas=True)`). Attention calls MKL once or twice a head from
 inside torch's own parallel region, and MKL, which torch tells to use every thread,
-opens a nested region each time: one thread again, but its set-up and a futex call
-on the way out, about 145 times a FlowLM step. Serial, an int8 step took 7.32 against
-7.76 ms (Intel Xeon, two cores, ten rounds alternating in one process). Elsewhere
-MKL keeps its threads: encoding a voice took 311 ms with them and 371 without.
+would open a nested region each time: one thread again, but with its set-up and a
+futex call on the way out, over a hundred times a FlowLM step. Elsewhere, encoding a
+voice, MKL keeps its threads, which make it faster there.
 """
 
 from __future__ import annotations
