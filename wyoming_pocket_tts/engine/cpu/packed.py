@@ -5,12 +5,12 @@ almost as much as one call per row on some x86 CPUs; with the weights in oneDNN'
 blocked layout, a step for several streams costs little more than one. Those
 few-row products are our hot ones: FlowLM stepping concurrent streams, the prompt,
 and Mimi's transformer (16 positions per frame).
-Results equal `F.linear`'s to float rounding (about 1e-6 relative).
+Results equal `F.linear`'s to float rounding.
 
 Mimi's decoder convolutions get the same treatment (`PackedConv1d`), and with it their
 activations stay channels-last ([B, C, T] views of [B, T, C] memory, the decoder
-transformer's own layout), so no call converts its input or output: a decoded frame
-takes a fifth to two fifths less time than with torch's own layers.
+transformer's own layout), so no call converts its input or output and a frame
+decodes faster than with torch's own layers.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 _LOGGER = logging.getLogger(__name__)
 
-# oneDNN compiles a kernel for each row count it meets (about 1 ms and 0.6 MB each), and
+# oneDNN compiles and keeps a kernel for each row count it meets, and
 # text prompts come in every length. Above EXACT_ROWS (one row per concurrent stream),
 # row counts are padded up to a multiple of ROW_STEP: a few shapes, soon all compiled,
 # for at most ROW_STEP - 1 rows of extra work.

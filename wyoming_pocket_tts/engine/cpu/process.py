@@ -24,11 +24,10 @@ from .allocator import (
 
 _LOGGER = logging.getLogger(__name__)
 
-# oneDNN, PyTorch's x86 kernel library, keeps a compiled kernel (about 0.6 MB) for
-# every input shape it meets, up to 1024 in each of its two caches. A server meets a
-# new shape with almost every new text length, so its memory would creep up by
-# hundreds of MB over days. 128 leaves room for the shapes of several concurrent
-# streams (four were no slower with 128 or even 64 than with 1024).
+# oneDNN, PyTorch's x86 kernel library, keeps a compiled kernel for every input shape
+# it meets, up to 1024 in each of its two caches. A server meets a new shape with
+# almost every new text length, so its memory would creep up by hundreds of MB over
+# days. 128 leaves room for the shapes of several concurrent streams.
 PRIMITIVE_CACHE_CAPACITY = "128"
 PRIMITIVE_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 

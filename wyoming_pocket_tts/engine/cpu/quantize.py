@@ -1,38 +1,31 @@
 """Smaller weights for FlowLM: float16 where it holds the weights exactly; on request
 (`--quantize`), an int8 transformer and a float16 flow head.
 
-Kyutai's checkpoints store their weights in bfloat16, and every engine computes with
-them in float32. bfloat16 keeps 8 significant bits, float16 11 over a narrower range,
-so float16 holds such weights exactly from 2**-17 to 65504 (below, to within
-2**-25, half its smallest step): fbgemm's float16-weight products, float32 arithmetic,
-then give the float32 model's results, to the order of the sums, from half the
-bytes. FlowLM reads its weights once a frame and is bound by memory, so this nearly
-halves the cost of its few-row products, with outputs about 1e-6 from exact.
-`halve_exact_linears` checks each weight; a checkpoint stored in float32 (random
-test weights) keeps float32 layers.
+FlowLM reads its whole weight set once a frame and is bound by memory bandwidth, so
+fewer bytes per weight make it faster. Kyutai's checkpoints store their weights in
+bfloat16, and every engine computes with them in float32. bfloat16 keeps 8
+significant bits, float16 11 over a narrower range, so float16 holds such weights
+exactly from 2**-17 to 65504 (below, to within 2**-25, half its smallest step):
+fbgemm's float16-weight products, float32 arithmetic, then give the float32 model's
+results, to the order of the sums, from half the bytes. `halve_exact_linears` checks
+each weight; a checkpoint stored in float32 (random test weights) keeps float32 layers.
 
-Per frame, FlowLM reads its whole weight set, so with float32 weights it is bound by
-memory bandwidth; int8 weights read a quarter of the bytes. We use PyTorch's dynamic
-int8 linear layers (fbgemm on x86, qnnpack on ARM): several times faster than
-float32 per layer on one core, where the int8 weight-only matmul kernel
-(`_weight_int8pack_mm`) is slower than float32.
-Only the transformer's attention and feed-forward projections are int8: Mimi stays
-in float32 (int8 there is audible as hiss).
-
-The flow head's 39 MB are then a quarter of what a step reads. In int8 it would
-move the output latents four times as far from float32 as the int8 transformer
-does; float16 weights (fbgemm's products, float32 arithmetic) add almost nothing to
-that error and still save a tenth of a step. fbgemm is x86 only: elsewhere the head
-stays in float32.
+int8 weights read a quarter of float32's bytes. Only the transformer's attention and
+feed-forward projections are int8, with activations quantized per call (fbgemm on
+x86, qnnpack on ARM); PyTorch's int8 weight-only product (`_weight_int8pack_mm`) is
+slower than float32 here. Mimi stays in float32 (int8 there is audible as hiss). The
+flow head is then a large share of what a step reads, but in int8 it would move the
+output latents several times as far from float32 as the int8 transformer does:
+float16 weights add almost nothing to that error and still save part of a step.
+fbgemm is x86 only: elsewhere the head stays in float32.
 
 The layers are our own (`PrepackedLinear`), and so is their packing: they call the
 quantized engine's products and packing operators directly, with torch.ao's
 dynamic layers' arithmetic (int8 weights scaled per tensor, symmetric). At one row
-per stream, torch.ao's module cost more around the product than a small product
-itself (its forward's checks, the operator's dispatch in Python), about 10 us a
-call, 40 calls a step. Its conversion (`quantize_dynamic`, deprecated in torch
-2.13) also packed a dummy weight of each layer's full size before the real one,
-which doubled an int8 model's loading time.
+per stream, torch.ao's module cost more around the product (its forward's checks,
+the operator's dispatch in Python) than a small product itself, and its conversion
+(`quantize_dynamic`, deprecated in torch 2.13) packed a dummy weight of each layer's
+full size before the real one, doubling an int8 model's loading time.
 """
 
 from __future__ import annotations
@@ -134,8 +127,7 @@ def _swap_for_dynamic_linears(
     `PrepackedLinear`s with `dtype` weights; return the replaced weights.
 
     The engine packs a weight on one core, and a large one takes tens of
-    milliseconds (25-30 ms for 4096x1024 in int8), so the layers are checked and
-    packed on every core at once: an int8 transformer layer's four in half the time.
+    milliseconds, so the layers are checked and packed on every core at once.
     (A check is the first read of a weight mapped from the file: its pages come in.)
     """
     places = [
@@ -174,8 +166,8 @@ def _int8_weight(weight: torch.Tensor) -> torch.Tensor:
 
 # The engine's products as TorchScript functions. Called from Python, an operator first
 # asks each argument for `__torch_function__`, and the packed weights (a TorchScript
-# object) answer by raising an exception in C++ that Python then clears: about 9 us a
-# call, 40 calls an int8 step. A TorchScript function takes its arguments as they come.
+# object) answer by raising an exception in C++ that Python then clears, on each of a
+# step's dozens of calls. A TorchScript function takes its arguments as they come.
 _PRODUCTS_SOURCE = """
 def int8_product(x: Tensor, packed: __torch__.torch.classes.quantized.LinearPackedParamsBase,
                  reduce_range: bool) -> Tensor:
@@ -234,10 +226,9 @@ def full_range_activations_exact(engine: str) -> bool:
 
     torch.ao's layers quantize activations to 7 bits (`reduce_range`): without VNNI,
     fbgemm sums pairs of 8-bit products in 16 bits, which saturate at full range. CPUs
-    with VNNI sum them in 32 bits, and there the eighth bit halves the error int8
-    adds (FlowLM's transformer outputs 1.0% from float32 against 1.8%) at the same
-    speed. The worst case tells:
-    255 times 127 in every pair, for one row (a stream) and for several.
+    with VNNI sum them in 32 bits, and there the eighth bit nearly halves the error
+    int8 adds, at the same speed. The worst case tells: 255 times 127 in every pair,
+    for one row (a stream) and for several.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns that quantized tensors will go

@@ -6,11 +6,10 @@ wakes up gets its core, unless the woken thread's slice is the shorter one (from
 6.12, a thread may ask for its own slice with sched_setattr). Between frames the
 synthesis threads keep every core busy, so each wake-up that carries audio to a
 listener, the server's event loop with a frame to send and then the client that
-reads it, used to wait for a slice to end. With the synthesis threads on longer
+reads it, would wait for a slice to end. With the synthesis threads on longer
 slices than anyone else's, a woken thread runs at once and a synthesis thread
-waits instead, for a fraction of a millisecond: a client reads the first frame a
-fraction of a millisecond after it is written instead of a few milliseconds, and
-synthesis is no slower.
+waits instead, for a fraction of a millisecond: audio reaches the listener sooner,
+and synthesis is no slower.
 
 A thread started by one with a long slice inherits it, so OpenMP's workers of a
 synthesis thread have it too. Among themselves the slice changes little: the
