@@ -31,7 +31,7 @@ def to_sample_rate(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndar
     """Polyphase resampling (the same filter the reference uses, so voices match it)."""
     if from_rate == to_rate:
         return samples
-    # Imported here: scipy.signal costs about 65 MB of memory and a second of start-up,
+    # Imported here: scipy.signal costs tens of MB of memory and a second of start-up,
     # and a server whose voices are all at 24 kHz (or prepared) never needs it.
     from scipy.signal import resample_poly
 

@@ -53,8 +53,8 @@ def rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     [B, T, H, D], pass `rotation[:, None]`.
 
     Each pair is a complex number turned by its position's angle: one complex product,
-    where the same arithmetic on separate real and imaginary halves took a dozen
-    operators (a fifth of a FlowLM step's, 60 us against 13 per call).
+    where the same arithmetic on separate real and imaginary halves takes a dozen
+    operators, and a FlowLM step's cost is largely its operator calls.
     """
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
     return torch.view_as_real(pairs * rotation).flatten(-2)

@@ -9,8 +9,8 @@ Running N frames in one call or a few at a time gives the same result.
 
 The encoder is streamed for memory, not latency: its first layers run at 24 kHz
 on 64 channels and its transformer attends over 200 steps a second, so a whole
-30 s prompt took about 800 MB of activations at once; chunks of half a second
-take a few tens of megabytes, however long the prompt.
+30 s prompt at once would take hundreds of MB of activations; chunks of half a
+second take a few tens of megabytes, however long the prompt.
 """
 
 from __future__ import annotations
@@ -33,11 +33,10 @@ from .layers import Transformer, TransformerLayer
 # context fit the window's buffer, which is then never reallocated.
 ENCODE_CHUNK_FRAMES = 6
 # Frames of each stream the decoder's convolutions take per pass. Their last stage
-# runs at 24 kHz on 64 channels: each activation there holds 0.5 MB per frame and
-# stream, so an eight-frame run made a handful of 4 MB transients per call, and
-# the C allocator kept the holes they left (and oneDNN a kernel per frame count).
-# Pieces of four lower the peak memory at the same speed. Concurrent streams get
-# four frames each, not four frame-rows in all: a wider batch costs less per row.
+# runs at 24 kHz on 64 channels, so a long run makes large transients per call whose
+# holes the C allocator keeps (and oneDNN a kernel per frame count): pieces of four
+# lower the peak memory at the same speed. Concurrent streams get four frames each,
+# not four frame-rows in all: a wider batch costs less per row.
 DECODER_FRAMES_PER_PIECE = 4
 
 
@@ -109,9 +108,9 @@ Streams = StreamState | DecoderBatch
 class ELU(nn.Module):
     """ELU (alpha 1), by PyTorch's kernel or as max(x, exp(min(x, 0)) - 1).
 
-    The ELUs are a tenth of a decoded frame's time. PyTorch's kernel computes expm1,
-    which with its AVX2 kernels costs twice an exp, so there the second form (the same
-    values within 1e-7) is a fifth to two fifths faster; with its AVX-512 kernels
+    The ELUs are a noticeable share of a decoded frame's time. PyTorch's kernel
+    computes expm1, which with its AVX2 kernels costs twice an exp, so there the second
+    form (the same values to float rounding) is faster; with its AVX-512 kernels
     PyTorch's own is as fast or faster. `from_exp`: which form (default: the faster
     one on this CPU). Either allocates one tensor, and with `inplace` PyTorch's
     allocates none: the result overwrites x, for ELUs whose input nothing reads after
@@ -134,8 +133,8 @@ class ELU(nn.Module):
 @functools.cache
 def _exp_form_preferred() -> bool:
     """Whether the exp form is the ELU to use here: not where PyTorch runs its AVX-512
-    kernels; elsewhere (AVX2, and ARM, where neither form has been measured against
-    the other) it stays."""
+    kernels; elsewhere (AVX2, and ARM, where the two forms have not been compared)
+    it stays."""
     return torch.backends.cpu.get_cpu_capability() != "AVX512"
 
 

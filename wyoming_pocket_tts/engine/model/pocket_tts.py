@@ -67,9 +67,9 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     The file's pages each conversion replaced are let go at once, one layer at a
     time, so that loading never holds both forms of the whole model; the layers that
     take a narrower form take it from the file's dtype, before the rest is cast to
-    float32 (from a bfloat16 file, a float32 copy of the whole model first had
-    peaked at 863 MB against 666-678), and the C heap gives back the pages its
-    conversions freed (543 MB). Returns whether FlowLM's transformer is in int8.
+    float32 (a float32 copy of the whole model first would raise the peak), and the C
+    heap gives back the pages its conversions freed. Returns whether FlowLM's
+    transformer is in int8.
     """
 
     def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
@@ -193,13 +193,13 @@ class PocketTTS:
         encoder = self.mimi.voice_encoder_parts()
         with self._encoding, float32_while(encoder, self.weights_path):
             prompt = self.flow_lm.voice_prompt(self.mimi.encode(audio))
-        # The encoder is idle until the next voice: let its pages go (about 40 MB for
-        # the standard model's float32); a later voice reads them from the file again.
+        # The encoder is idle until the next voice: let its pages go (tens of MB); a
+        # later voice reads them from the file again.
         release_file_pages([t for part in encoder for t in part.parameters()], self.weights_path)
         cache = self.new_cache(prompt.shape[1])
         self.flow_lm.prefill(prompt, cache)
         # The buffer holds exactly the prompt and nothing else refers to it: the voice
-        # takes it over instead of a copy (18 MB less at the peak for a 30 s prompt).
+        # takes it over instead of a copy, which would raise the peak.
         return VoiceState(cache.keys[:, 0], cache.values[:, 0])
 
     def voice_from_audio(self, path: Path) -> VoiceState:
