@@ -36,6 +36,7 @@ from ..cpu.threads import available_cores, intra_op_threads, use_cores
 from ..cpu.time_slice import use_long_time_slices
 from ..errors import EngineError
 from ..model.voice import VoiceState
+from .heap_trims import HeapTrimSchedule
 from .job import SynthesisJob
 from .policy import (
     GENERATOR_TAIL_LAYERS,
@@ -59,11 +60,6 @@ _LOGGER = logging.getLogger(__name__)
 # With nothing to step, the generator thread sleeps until woken (a submission, a
 # cancellation, frames taken) or this long, whichever comes first.
 IDLE_RECHECK_S = 0.05
-# Once no job has been active this long, the C heap's free pages go back to the
-# system: what a busy moment freed would otherwise stay resident for good, and a
-# server lives for months. Not sooner: a conversation's next answer often follows
-# within a second, and would fault those pages in again.
-IDLE_TRIM_S = 2.0
 # Once a job's first frame is decoded, the generator thread waits (this long at most)
 # for the consumer to pass it on (`SynthesisJob.passed_on`) before stepping on: the
 # next step takes and drops Python's lock all the while, which can hold the write of
@@ -98,7 +94,8 @@ class SynthesisWorker:
     `max_buffered_frames` and `max_batch`). Side by side each stage runs on
     `threads_per_stage` cores (default: half of them, so on four no core is left
     idle); what a listener waits for first, and both stages while they take turns,
-    on `prompt_threads` (default: all of them).
+    on `prompt_threads` (default: all of them). `heap_trims` says when the generator
+    thread gives the C heap's free pages back (see heap_trims.py).
     """
 
     def __init__(
@@ -107,6 +104,7 @@ class SynthesisWorker:
         prompt_threads: int | None = None, take_turns: bool | None = None,
         policy: BatchingPolicy | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        heap_trims: HeapTrimSchedule | None = None,
     ):
         self.synthesizer = synthesizer
         self.policy = policy or BatchingPolicy.for_cpu(
@@ -125,9 +123,7 @@ class SynthesisWorker:
         # Jobs whose frames a thread is decoding: their later frames wait for it, in order.
         self._in_decoding: set[SynthesisJob] = set()
         self._generator_waiting = False  # no job to step: every backlog is full
-        # When the worker was first seen idle since a job came (None: not yet; infinity:
-        # trimmed since, or no job ever came).
-        self._idle_since: float | None = float("inf")
+        self._heap_trims = heap_trims or HeapTrimSchedule()
         # The decoder thread's calls for the generator thread to finish, in order.
         self._unfinished: deque[_Call] = deque()
         self._threads = [
@@ -178,7 +174,6 @@ class SynthesisWorker:
                 )
             self._jobs.append(job)
             self._utterances[job] = utterance
-            self._idle_since = None  # once it has gone, the heap is to be trimmed
             self._wake.notify_all()
         return job
 
@@ -285,17 +280,16 @@ class SynthesisWorker:
             while not self._closing:
                 cancelled = [job for job in self._jobs if job.cancelled]
                 self._queue_for_decoder([self._retire(job) for job in cancelled])
-                view = self._view()
-                plan = self.policy.plan_step(view)
-                if self.policy.generator_has_work(view, plan) or self._unfinished:
-                    return plan
-                if self._trim_due():
+                if self._heap_trims.due(time.monotonic(), busy=self._holds_work()):
                     self._wake.release()  # submissions go on meanwhile
                     try:
                         return_free_heap()
                     finally:
                         self._wake.acquire()
-                    continue
+                view = self._view()
+                plan = self.policy.plan_step(view)
+                if self.policy.generator_has_work(view, plan) or self._unfinished:
+                    return plan
                 # Nothing to do: wait for a submission, a cancellation or a reader.
                 self._generator_waiting = True
                 if self._decode_queue:  # a decoder holding out for runs: its call is due
@@ -304,19 +298,9 @@ class SynthesisWorker:
                 self._generator_waiting = False
             return None
 
-    def _trim_due(self) -> bool:
-        """Whether the heap is to be trimmed now (`_wake` held): once per idle spell,
-        `IDLE_TRIM_S` after the last job left."""
-        if self._jobs or self._decode_queue or self._unfinished or self._in_decoding:
-            return False
-        now = time.monotonic()
-        if self._idle_since is None:
-            self._idle_since = now
-            return False
-        if now - self._idle_since < IDLE_TRIM_S:
-            return False
-        self._idle_since = float("inf")  # trimmed: not again until a job has come and gone
-        return True
+    def _holds_work(self) -> bool:
+        """Some job is active or some audio is still to be decoded (`_wake` held)."""
+        return bool(self._jobs or self._decode_queue or self._unfinished or self._in_decoding)
 
     def _advance(self, jobs: Sequence[Hashable], turns: bool) -> None:
         """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue."""
