@@ -17,7 +17,9 @@ Each speaking request picks a voice at random among more voices than the server
 keeps loaded, so voices are evicted and loaded again all along. It prints the
 requests served, the failures by kind, time to first audio (p50/p95/p99), Describe's
 p99, and, read from /proc, the server's resident memory after the warm-up requests
-and at the end, its open files and threads before and after.
+and at the end, its open files and threads before and after. Memory is also sampled
+all along: the lowest and highest of each hundred requests tell what the server keeps
+between requests from what its busiest moments take.
 
 By default it starts the server itself (`python -m wyoming_pocket_tts`) with the
 random-weight model benchmarks/checkpoints.py builds, or the model `--config` names,
@@ -89,6 +91,7 @@ REQUEST_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 600.0
 IDLE_S = 3.0  # longer than the worker waits before it gives free heap back
 SETTLE_S = 10.0  # how long the server may take to let go of a finished request's threads
+SAMPLE_S = 0.1  # how often resident memory is sampled during the run
 
 
 @dataclass
@@ -243,6 +246,9 @@ class Results:
     settled: ProcessState | None = None
     idle: ProcessState | None = None
     rss_mib_every_100: list[float] = field(default_factory=list)
+    # The lowest and highest resident memory sampled during each 100 requests: the low
+    # is what the server keeps between requests, the high its busiest moment.
+    rss_mib_range_per_100: list[tuple[float, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -259,6 +265,12 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
     deadline = time.monotonic() + args.seconds if args.seconds else None
     next_request = iter(enumerate(kinds))
     started = time.monotonic()
+    window: list[float] = []  # memory sampled during the hundred requests under way
+
+    def close_window() -> None:
+        if window:
+            results.rss_mib_range_per_100.append((round(min(window), 1), round(max(window), 1)))
+        window.clear()
 
     async def client() -> None:
         for index, kind in next_request:
@@ -269,11 +281,21 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
             if pid and len(outcomes) % 100 == 0:
                 state = process_state(pid)
                 results.rss_mib_every_100.append(round(state.rss_mib, 1))
+                window.append(state.rss_mib)
+                close_window()
             if pid and len(outcomes) == args.warm_up:
                 results.after_warm_up = process_state(pid)
 
+    async def sample_memory() -> None:
+        while True:
+            window.append(process_state(pid).rss_mib)
+            await asyncio.sleep(SAMPLE_S)
+
+    sampler = asyncio.create_task(sample_memory()) if pid else None
     await asyncio.gather(*(client() for _ in range(args.clients)))
     results.seconds = time.monotonic() - started
+    if sampler is not None:
+        sampler.cancel()
     if pid:
         results.at_end = process_state(pid)
         results.settled = await settle(pid, results.before)
@@ -340,6 +362,14 @@ def report(results: Results, args: argparse.Namespace) -> None:
         print(f"resident memory since the warm-up: {100 * growth:+.1f}%")
     if results.rss_mib_every_100:
         print(f"resident memory every 100 requests (MiB): {results.rss_mib_every_100}")
+    ranges = results.rss_mib_range_per_100
+    if ranges:
+        print("resident memory during each 100 requests, lowest-highest (MiB): "
+              + ", ".join(f"{low:.0f}-{high:.0f}" for low, high in ranges))
+    if len(ranges) > 2:  # the first hundred is the warm-up
+        low, high = (ranges[-1][i] / ranges[1][i] - 1 for i in (0, 1))
+        print(f"from the second hundred to the last: lowest {100 * low:+.1f}%, "
+              f"highest {100 * high:+.1f}%")
 
 
 # ---------------------------------------------------------------------------
