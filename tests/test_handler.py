@@ -194,7 +194,7 @@ def _request_lines(caplog) -> tuple[str, list[str]]:
 
 
 def test_audio_that_keeps_ahead_of_playback_is_logged_as_never_late(caplog):
-    caplog.set_level("INFO", logger="wyoming_pocket_tts.server.handler")
+    caplog.set_level("INFO", logger="wyoming_pocket_tts.server")
     _speak_once(PacedWorker([0.0, 0.05, 0.05, 0.05]), quantized=False)  # 80 ms of audio every 50 ms
     line, warnings = _request_lines(caplog)
     assert "late=0.00 s" in line
@@ -205,7 +205,7 @@ def test_audio_that_keeps_ahead_of_playback_is_logged_as_never_late(caplog):
 def test_audio_that_falls_behind_playback_is_logged_with_a_warning(caplog, quantized):
     """The second frame comes 0.4 s after the first, which a player had used up after
     80 ms: it waited about 0.32 s, an audible stall."""
-    caplog.set_level("INFO", logger="wyoming_pocket_tts.server.handler")
+    caplog.set_level("INFO", logger="wyoming_pocket_tts.server")
     _speak_once(PacedWorker([0.0, 0.4, 0.0]), quantized=quantized)
     line, warnings = _request_lines(caplog)
     late = float(line.split("late=")[1].split()[0])

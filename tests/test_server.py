@@ -48,6 +48,7 @@ from tests.support.server import (
     ServerProcess,
     assert_pcm_frames,
     describe,
+    event_types_until_close,
     free_port,
     launch,
     read_audio,
@@ -72,7 +73,8 @@ def voices_dir(
 def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[ServerProcess]:
     """Short utterances; voices: `voice` (the default) plus alba, bob, carol, dave; at
     most two loaded at once, so every switch between non-default voices evicts one; a
-    connection idle for 3 s is closed; temperature 0, so the audio of a text is known."""
+    connection idle for 3 s is closed, a text stream that owes text for 6 s too;
+    temperature 0, so the audio of a text is known."""
     process = launch(
         tmp_path_factory.mktemp("server"),
         tiny_model,
@@ -84,6 +86,8 @@ def server(tmp_path_factory, tiny_model, voice_wav, voices_dir) -> Iterator[Serv
         "2",
         "--idle-timeout",
         "3",
+        "--stream-timeout",
+        "6",
         "--temperature",
         "0",
         "--debug",
@@ -655,6 +659,44 @@ def test_a_half_sent_event_is_given_up_on_after_the_idle_timeout(server):
 def test_a_connection_with_nothing_to_do_is_closed_after_the_idle_timeout(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
         assert sock.recv(1) == b""  # closed without a word
+
+
+def test_an_open_stream_that_sends_no_more_text_is_closed_after_the_stream_timeout(server):
+    """Its sentence is spoken; then the idle timeout (3 s) does not apply, since a
+    language model may pause between sentences, but the stream timeout (6 s) does."""
+
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="The kitchen light is on. The").event())
+            spoken = await read_audio(client)
+            silent_since = time.monotonic()
+            rest = await event_types_until_close(client._reader)
+            return spoken, rest, time.monotonic() - silent_since
+
+    spoken, rest, silent_for = run(scenario())
+    assert_pcm_frames(spoken)
+    assert rest == []  # closed: the client is gone or stuck, nothing more comes
+    assert 5 < silent_for < 30
+    server.wait_for_log("the text stream sent nothing for 6 s")
+
+
+def test_a_stream_whose_text_keeps_coming_outlives_the_stream_timeout(server):
+    async def scenario():
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart().event())
+            started = time.monotonic()
+            for word in ["Good", "night", "to", "you", "all."]:  # 8 s in all, 2 s apart
+                await client.write_event(SynthesizeChunk(text=f"{word} ").event())
+                await asyncio.sleep(2)
+            await client.write_event(SynthesizeStop().event())
+            spoken = await read_audio(client)
+            return spoken, await client.read_event(), time.monotonic() - started
+
+    spoken, stopped, lasted = run(scenario())
+    assert lasted > 6
+    assert_pcm_frames(spoken)
+    assert stopped is not None and stopped.type == "synthesize-stopped"
 
 
 def test_debug_logs_connections_and_describe(server):

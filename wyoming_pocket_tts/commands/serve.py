@@ -147,6 +147,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "with no request in flight may stay silent, before it is closed (default: %(default)s)",
     )
     parser.add_argument(
+        "--stream-timeout",
+        type=float,
+        default=120.0,
+        help="seconds an open text stream may send no text once all it sent is spoken, "
+        "before the connection is closed (default: %(default)s)",
+    )
+    parser.add_argument(
         "--zeroconf",
         nargs="?",
         const="",
@@ -218,7 +225,9 @@ def main(args: argparse.Namespace) -> int:
     if not 0 <= args.sentence_silence <= MAX_SENTENCE_SILENCE:
         _LOGGER.error("--sentence-silence must be between 0 and %s seconds", MAX_SENTENCE_SILENCE)
         return 2
-    for option in ("max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout"):
+    for option in (
+        "max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout", "stream_timeout"
+    ):
         if getattr(args, option) <= 0:
             _LOGGER.error("--%s must be above 0", option.replace("_", "-"))
             return 2
@@ -288,6 +297,7 @@ async def _serve(
             quantized=model.quantized,
             max_text_chars=args.max_text_chars,
             idle_timeout=args.idle_timeout,
+            stream_timeout=args.stream_timeout,
             silence_samples=model.samples_per_frame,
         )
         def info() -> Info:

@@ -48,7 +48,7 @@ from wyoming.tts import (
 
 from ..engine.errors import EngineError, TextError
 from ..voices.store import UnknownVoiceError, VoiceStore
-from .recent import RECENT_REQUESTS
+from .report import RequestReport
 from .sentences import SentenceStream
 from .wire import (
     CHANNELS,
@@ -73,8 +73,6 @@ MAX_BAD_EVENTS = 3
 #: grows it to megabytes for a client that does not read, and the worker would go on
 #: synthesizing into it long after the client stopped listening.
 SEND_BUFFER_BYTES = 64 * 1024
-#: A player that had to wait this long for the next chunk stalled audibly: said at WARNING.
-LATE_WARNING_SECONDS = 0.25
 
 
 # ---------------------------------------------------------------------------
@@ -133,6 +131,10 @@ class HandlerSettings:
     #: Seconds a client may take to finish an event it has begun, and that a connection
     #: with nothing in flight may stay silent, before it is closed.
     idle_timeout: float = 30.0
+    #: Seconds an open text stream may send nothing while all its text has been spoken,
+    #: before the connection is closed: long, since a language model may think or call
+    #: a tool between sentences, but a stream left open must not hold its slot for ever.
+    stream_timeout: float = 120.0
     #: Samples of the silence that answers a text with nothing to say: one model frame.
     silence_samples: int = 1920
 
@@ -167,54 +169,6 @@ class _Reply:
     event: Event
 
 
-@dataclass
-class _Report:
-    """Figures for the one INFO line each request gets."""
-
-    kind: str
-    voice: str
-    loop: asyncio.AbstractEventLoop
-    received: float
-    chars: int = 0
-    samples: int = 0
-    busy: float = 0.0  # seconds spent speaking (not waiting for streamed text)
-    first_audio: float | None = None
-    #: The longest wait for a chunk of a player that starts each audio stream with its
-    #: first chunk: 0 while synthesis keeps ahead of playback.
-    late: float = 0.0
-    #: Why the request ended before its end ("" when it did not).
-    cut_short: str = ""
-
-    def end(self, reason: str) -> None:
-        self.cut_short = self.cut_short or reason
-
-    def log(self, settings: HandlerSettings) -> None:
-        audio_seconds = self.samples / settings.sample_rate
-        waited = None if self.first_audio is None else self.first_audio - self.received
-        first = "-" if waited is None else f"{waited:.3f} s"
-        RECENT_REQUESTS.add(self.kind, self.voice, self.chars, audio_seconds, waited, self.busy)
-        rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
-        _LOGGER.info(
-            "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s%s",
-            self.kind,
-            self.voice,
-            self.chars,
-            audio_seconds,
-            first,
-            rtf,
-            self.late,
-            f" ({self.cut_short})" if self.cut_short else "",
-        )
-        if self.late >= LATE_WARNING_SECONDS:
-            _LOGGER.warning(
-                "%s: the audio reached the client up to %.2f s after playback needed it: "
-                "this CPU did not speak the requests at hand in real time%s",
-                self.kind,
-                self.late,
-                "" if settings.quantized else "; --quantize speaks about twice as fast",
-            )
-
-
 class PocketTTSEventHandler(AsyncEventHandler):
     """Serves one connection (or the stdio pipe pair)."""
 
@@ -244,6 +198,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._ready = asyncio.Event()  # the job being spoken has frames (or we are closing)
         self._job: SynthesisJob | None = None  # the job being spoken
         self._bad_events = 0
+        # Since when the client owes the open stream's next text (None: it owes nothing).
+        self._text_due_since: float | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "local")
         connection = writer.get_extra_info("socket")
@@ -275,15 +231,22 @@ class PocketTTSEventHandler(AsyncEventHandler):
     async def _read_events(self) -> bool:
         """Read and handle events until the client or the server ends the connection:
         True at the end of the input, or when reading was stopped from here."""
+        loop = asyncio.get_running_loop()
         while self._is_running:
             self._awaiting_input = True
             try:
                 event = await read_event(
                     self.reader,
-                    idle_timeout=self._settings.idle_timeout,
+                    idle_timeout=self._silence_allowed(loop.time()),
                     partial_timeout=self._settings.idle_timeout,
                 )
             except Idle:
+                if self._text_due_since is not None and self._silence_allowed(loop.time()) <= 0:
+                    _LOGGER.info(
+                        "%s: closing: the text stream sent nothing for %g s (--stream-timeout)",
+                        self.peer, self._settings.stream_timeout,
+                    )
+                    return False
                 if self._has_work():
                     continue
                 _LOGGER.debug("%s: idle for %g s, closing", self.peer, self._settings.idle_timeout)
@@ -301,9 +264,22 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 self._awaiting_input = False
             if event is None:
                 return True
+            if self._text_due_since is not None:  # the stream's clock starts again
+                self._text_due_since = loop.time()
             if not await self.handle_event(event):
                 return False
         return True
+
+    def _silence_allowed(self, now: float) -> float:
+        """How long the client may now stay silent before the reader wakes up to judge:
+        `idle_timeout`, or less while a stream is open (its text may fall due meanwhile)."""
+        allowed = self._settings.idle_timeout
+        if self._stream is not None:
+            allowed = min(allowed, self._settings.stream_timeout)
+        if self._text_due_since is not None:
+            remaining = self._text_due_since + self._settings.stream_timeout - now
+            allowed = max(0.0, min(allowed, remaining))
+        return allowed
 
     def _skip(self, err: BadEvent) -> None:
         """Ignore a bad event, in one log line; close the connection after a few."""
@@ -470,7 +446,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 # loaded for the whole stream.
                 voice = await stack.enter_async_context(self._voices.use(stream.voice))
                 spoken = False
-                while (sentence := await stream.sentences.get()) is not None:
+                while (sentence := await self._next_sentence(stream)) is not None:
                     if self._closing:
                         break
                     if report.first_audio is None:
@@ -481,11 +457,20 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     await self._speak(voice, "", report)
             await self.write_event(SynthesizeStopped().event())
 
+    async def _next_sentence(self, stream: _TextStream) -> str | None:
+        """The stream's next sentence; while it has none, the client owes text."""
+        if stream.sentences.empty():
+            self._text_due_since = asyncio.get_running_loop().time()
+        try:
+            return await stream.sentences.get()
+        finally:
+            self._text_due_since = None
+
     @contextlib.contextmanager
-    def _reported(self, kind: str, voice: str | None) -> Iterator[_Report]:
+    def _reported(self, kind: str, voice: str | None) -> Iterator[RequestReport]:
         """A request's report, logged however the request ends."""
         loop = asyncio.get_running_loop()
-        report = _Report(kind, voice or self._voices.default_voice, loop, loop.time())
+        report = RequestReport(kind, voice or self._voices.default_voice, loop, loop.time())
         try:
             yield report
         except asyncio.CancelledError:
@@ -498,9 +483,9 @@ class PocketTTSEventHandler(AsyncEventHandler):
             report.end("failed")
             raise
         finally:
-            report.log(self._settings)
+            report.log(self._settings.sample_rate, self._settings.quantized)
 
-    async def _speak(self, voice: Any, text: str, report: _Report) -> None:
+    async def _speak(self, voice: Any, text: str, report: RequestReport) -> None:
         """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
 
         AudioStart leaves with the first chunk: sent on its own, it would wake the
@@ -525,7 +510,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
             report.samples += samples
         await self._send(*unsent, AudioStop(timestamp=samples * 1000 // rate).event())
 
-    async def _stream_frames(self, voice: Any, text: str, report: _Report, start: Event) -> int:
+    async def _stream_frames(self, voice: Any, text: str, report: RequestReport, start: Event) -> int:
         """Send the job's frames as they come, after `start`; the number of samples sent."""
         loop = report.loop
         ready = self._ready
