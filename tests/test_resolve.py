@@ -3,20 +3,25 @@ and the subcommands (wyoming_pocket_tts/resolve.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.reference_model import BuiltModel
+from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts import resolve
+from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
 from wyoming_pocket_tts.engine.errors import VoiceError
 from wyoming_pocket_tts.resolve import ModelOptions
 from wyoming_pocket_tts.voices.files import CACHE_FOLDER
-from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceKind
+from wyoming_pocket_tts.voices.store import UnknownVoiceError, VoiceKind, VoiceStore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -182,3 +187,66 @@ def test_list_voices_shows_a_folders_voices_beside_the_predefined_ones(tmp_path,
     assert [line.split()[0] for line in custom] == sorted([predefined[0], "zoe"])
     replaced = next(line for line in lines if line.split()[0] == predefined[0])
     assert replaced.endswith("(replaced)")
+
+
+class HeldEncoder(Executor):
+    """Runs each call on a thread of its own, once `release` is set: an encoding that
+    lasts as long as the test wants."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+
+        def run() -> None:
+            self.started.set()
+            self.release.wait(60)
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except Exception as error:
+                future.set_exception(error)
+
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+
+def test_a_cached_voice_is_read_while_another_recording_is_being_encoded(
+    tmp_path, tiny_model, model
+):
+    folder = tmp_path / "voices"
+    folder.mkdir()
+    write_voice_wav(folder / "cached.wav", seed=3)
+    write_voice_wav(folder / "fresh.wav", seed=4)
+    options = ModelOptions(model=str(tiny_model.config_path), voices_dir=folder)
+    resolved = resolve.resolve_model(options)
+    sources = resolve.voice_sources(None, folder)
+    resolve.voice_loader(model, resolved)(sources()["cached"])  # encoded and cached once
+    encoder = HeldEncoder()
+    readers = OwnThreadExecutor("test-voice-reader", cores=1)
+    store = VoiceStore(
+        sources=sources, load=resolve.voice_loader(model, resolved, encoder),
+        default_voice="cached", max_loaded=2, executor=readers,
+    )
+
+    async def scenario() -> tuple[bool, int, int]:
+        async def use(name: str) -> int:
+            async with store.use(name) as voice:
+                return voice.num_positions
+
+        fresh = asyncio.create_task(use("fresh"))
+        await asyncio.to_thread(encoder.started.wait, 60)
+        cached = await asyncio.wait_for(use("cached"), 60)  # not behind the encoding
+        fresh_waited = not fresh.done()
+        encoder.release.set()
+        return fresh_waited, cached, await asyncio.wait_for(fresh, 60)
+
+    try:
+        fresh_waited, cached_positions, fresh_positions = asyncio.run(scenario())
+    finally:
+        encoder.release.set()
+        readers.shutdown()
+    assert fresh_waited
+    assert cached_positions > 0 and fresh_positions > 0
+    assert (folder / CACHE_FOLDER).is_dir() and len(list((folder / CACHE_FOLDER).iterdir())) == 2

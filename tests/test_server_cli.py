@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from wyoming.client import AsyncUnixClient
 from wyoming.event import read_event, write_event
 from wyoming.info import Describe, Info
@@ -17,6 +18,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands import serve
+from wyoming_pocket_tts.engine.cpu.threads import available_cores
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
@@ -212,38 +214,56 @@ def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
         gc.unfreeze()
 
 
-def test_model_and_voices_load_on_threads_that_end(tmp_path, tiny_model, voice_wav, monkeypatch):
-    """Loading uses every core on a thread of its own, so that no long-lived thread
-    keeps OpenMP workers that would slow the synthesis worker (engine/cpu/threads.py)."""
-    loaded_on: list[tuple[str, threading.Thread]] = []
-    load_model, voice_loader = PocketTTS.load, resolve.voice_loader
+def test_the_model_and_encodings_run_on_threads_that_end_and_reads_on_one_core(
+    tmp_path, tiny_model, voice_wav, monkeypatch
+):
+    """Loading the model and encoding a recording use every core on a thread of their
+    own, so that no long-lived thread keeps OpenMP workers that would slow the
+    synthesis worker (engine/cpu/threads.py); reading voices, which lasts, keeps
+    torch on one core."""
+    ran_on: list[tuple[str, threading.Thread, int]] = []
+    load_model, encode, voice_loader = PocketTTS.load, PocketTTS.voice_from_audio, resolve.voice_loader
+
+    def record(what: str) -> None:
+        ran_on.append((what, threading.current_thread(), torch.get_num_threads()))
 
     def recording_load(*args, **kwargs):
-        loaded_on.append(("model", threading.current_thread()))
+        record("model")
         return load_model(*args, **kwargs)
+
+    def recording_encode(*args, **kwargs):
+        record("encoding")
+        return encode(*args, **kwargs)
 
     def recording_voice_loader(*args):
         load_voice = voice_loader(*args)
 
         def load(source):
-            loaded_on.append(("voice", threading.current_thread()))
+            record("voice")
             return load_voice(source)
 
         return load
 
-    still_running = []
+    ended = []
 
-    async def serve_nothing(*args) -> None:  # while serving: loading threads are gone
-        for _, thread in loaded_on:
-            thread.join(timeout=30)
-            still_running.append(thread.is_alive())
+    async def serve_nothing(*args) -> None:  # while serving: the threads that end are gone
+        for what, thread, _ in ran_on:
+            if what != "voice":
+                thread.join(timeout=30)
+                ended.append(not thread.is_alive())
 
+    recording = tmp_path / "fresh.wav"  # never encoded before: no cache of it
+    shutil.copy(voice_wav, recording)
     monkeypatch.setattr(PocketTTS, "load", recording_load)
+    monkeypatch.setattr(PocketTTS, "voice_from_audio", recording_encode)
     monkeypatch.setattr(resolve, "voice_loader", recording_voice_loader)
-    assert start_up(tmp_path, tiny_model, voice_wav, serve_nothing, monkeypatch) == 0
-    assert [what for what, _ in loaded_on] == ["model", "voice"]
-    assert all(thread is not threading.main_thread() for _, thread in loaded_on)
-    assert still_running == [False, False]
+    assert start_up(tmp_path, tiny_model, recording, serve_nothing, monkeypatch) == 0
+    assert [what for what, _, _ in ran_on] == ["model", "voice", "encoding"]
+    assert all(thread is not threading.main_thread() for _, thread, _ in ran_on)
+    assert ended == [True, True]
+    threads = {what: count for what, _, count in ran_on}
+    assert threads["voice"] == 1
+    assert threads["model"] == threads["encoding"] == available_cores()
 
 
 def test_the_server_speaks_once_unheard_before_serving(tmp_path, tiny_model, voice_wav, monkeypatch):

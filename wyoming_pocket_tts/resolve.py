@@ -13,6 +13,7 @@ first); the functions that load import the engine when called.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -182,20 +183,26 @@ def default_voice(
     raise UnknownVoiceError("(none given)", available)
 
 
-def voice_files(model: PocketTTS, resolved: ResolvedModel) -> VoiceFiles:
+def voice_files(
+    model: PocketTTS, resolved: ResolvedModel, encoder: Executor | None = None
+) -> VoiceFiles:
     """The model's voice files: recordings' encodings cached beside them, or in the
-    download folder when theirs is read-only."""
+    download folder when theirs is read-only; recordings are encoded on `encoder`
+    (None: on the calling thread)."""
     from wyoming_pocket_tts.voices.files import VoiceFiles
 
     fallback = resolved.options.download.cache_dir / VOICE_CACHE_FOLDER
-    return VoiceFiles(model, resolved.description.name, fallback)
+    return VoiceFiles(model, resolved.description.name, fallback, encoder)
 
 
-def voice_loader(model: PocketTTS, resolved: ResolvedModel) -> Callable[[VoiceSource], VoiceState]:
+def voice_loader(
+    model: PocketTTS, resolved: ResolvedModel, encoder: Executor | None = None
+) -> Callable[[VoiceSource], VoiceState]:
     """Loads a voice on the calling thread: fetching a predefined voice may download,
-    and a recording is encoded once (its state is cached, see voices/files.py)."""
+    and a recording is encoded once, on `encoder` if given (its state is cached, see
+    voices/files.py)."""
     download = resolved.options.download
-    files = voice_files(model, resolved)
+    files = voice_files(model, resolved, encoder)
 
     def load(source: VoiceSource) -> VoiceState:
         if source.kind is VoiceKind.PREDEFINED:

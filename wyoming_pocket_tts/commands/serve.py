@@ -251,8 +251,11 @@ async def _serve(
     from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
     from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
-    # A voice is encoded on every core, on a thread that ends with it (see engine/cpu/threads.py).
-    voice_loader = OwnThreadExecutor("voice-loader")
+    # A recording is encoded on every core, on a thread that ends with it (see
+    # engine/cpu/threads.py); voice files are read on one core each meanwhile, so a
+    # cached voice never waits for another one's encoding.
+    voice_encoder = OwnThreadExecutor("voice-encoder")
+    voice_readers = OwnThreadExecutor("voice-loader", cores=1)
     loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
     worker = SynthesisWorker(
         Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set)
@@ -264,10 +267,10 @@ async def _serve(
             sources = resolve.voice_sources(served.entry, served.options.voices_dir, explicit)
             voices = VoiceStore(
                 sources=sources,
-                load=resolve.voice_loader(model, served),
+                load=resolve.voice_loader(model, served, voice_encoder),
                 default_voice=resolve.default_voice(args.voice, served, sources()),
                 max_loaded=args.max_loaded_voices,
-                executor=voice_loader,
+                executor=voice_readers,
             )
             startup = list(dict.fromkeys([voices.default_voice, *args.preload_voice]))
             if len(startup) > args.max_loaded_voices:
@@ -311,7 +314,7 @@ async def _serve(
             args, model=model, model_name=served.description.name,
             languages=served.description.languages, voices=voices,
             files=resolve.voice_files(model, served),
-            worker=worker, options=settings.options, executor=voice_loader,
+            worker=worker, options=settings.options, executor=voice_encoder,
         ):
             if not await _unless_worker_dies(
                 _run_server(args, connections, voices.default_voice), worker_died
@@ -321,7 +324,8 @@ async def _serve(
         return 0
     finally:
         worker.close()
-        voice_loader.shutdown(wait=False, cancel_futures=True)
+        voice_readers.shutdown(wait=False, cancel_futures=True)
+        voice_encoder.shutdown(wait=False, cancel_futures=True)
 
 
 async def _unless_worker_dies(serving: Coroutine, died: asyncio.Event) -> bool:

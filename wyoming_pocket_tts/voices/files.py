@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import logging
+from concurrent.futures import Executor
 from pathlib import Path
 
 from safetensors import SafetensorError
@@ -74,14 +75,20 @@ class VoiceFiles:
     """Turns voice files into voice states for `model`, which is called `model_name`.
 
     `fallback_dir` holds the caches of recordings whose folder cannot be written; None
-    means such recordings are encoded on every load.
+    means such recordings are encoded on every load. Recordings are encoded on
+    `encoder` (None: on the calling thread), so that a server can read cached voices
+    on other threads while one is encoded.
     """
 
-    def __init__(self, model: PocketTTS, model_name: str, fallback_dir: Path | None) -> None:
+    def __init__(
+        self, model: PocketTTS, model_name: str, fallback_dir: Path | None,
+        encoder: Executor | None = None,
+    ) -> None:
         self._model = model
         self.model_name = model_name
         self._identity = model_identity(model_name)
         self._fallback_dir = fallback_dir
+        self._encoder = encoder
 
     def load_state(self, path: Path) -> VoiceState:
         """A voice-state file (ours or the reference's), refused if made for another model."""
@@ -103,7 +110,10 @@ class VoiceFiles:
             if voice is not None:
                 _LOGGER.debug("Voice %s: reusing %s", path.name, cached)
                 return voice
-        voice = self._model.voice_from_audio(path)
+        if self._encoder is None:
+            voice = self._model.voice_from_audio(path)
+        else:
+            voice = self._encoder.submit(self._model.voice_from_audio, path).result()
         self._store(voice, places, digest, path)
         return voice
 

@@ -28,6 +28,7 @@ voice, MKL keeps its threads, which make it faster there.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -124,12 +125,14 @@ class OwnThreadExecutor(Executor):
 
     The thread, and the OpenMP workers it started, end with the call (see the
     module docstring); one at a time, because two such calls would share the
-    cores anyway.
+    cores anyway. With `cores=1` (work too small to share out, such as reading a
+    file) the calls start no OpenMP workers and run side by side.
     """
 
-    def __init__(self, name: str = "torch-work") -> None:
+    def __init__(self, name: str = "torch-work", cores: int | None = None) -> None:
         self._name = name
-        self._one_at_a_time = threading.Lock()
+        self._cores = cores
+        self._serial = threading.Lock() if cores != 1 else contextlib.nullcontext()
         self._calls: dict[Future, threading.Thread] = {}  # submitted, not yet finished
         self._closed = False
 
@@ -139,10 +142,10 @@ class OwnThreadExecutor(Executor):
         future: Future[T] = Future()
 
         def run() -> None:
-            with self._one_at_a_time:
+            with self._serial:
                 if future.set_running_or_notify_cancel():
                     try:
-                        use_cores(available_cores())
+                        use_cores(self._cores or available_cores())
                         future.set_result(fn(*args, **kwargs))
                     except Exception as error:  # handed to whoever waits on the future
                         future.set_exception(error)
