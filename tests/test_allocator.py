@@ -1,6 +1,6 @@
-"""A float32 model makes the C allocator keep one heap for all threads, and the process
-set-up has PyTorch put large tensors in 2 MB pages and MKL free its buffers (see
-engine/cpu/allocator.py and engine/cpu/process.py)."""
+"""A float32 model makes the C allocator keep one heap for all threads and large blocks
+in mappings of their own, and the process set-up has PyTorch put large tensors in 2 MB
+pages and MKL free its buffers (see engine/cpu/allocator.py and engine/cpu/process.py)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,32 @@ glibc_only = pytest.mark.skipif(
 )
 THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
-# Threads that allocate, then glibc's own report of its heaps: one <heap> per arena.
-COUNT_HEAPS = textwrap.dedent(
+# glibc's own report of its heaps (XML), for the scripts below.
+MALLOC_INFO = textwrap.dedent(
     """
-    import ctypes, os, tempfile, threading
+    import ctypes, tempfile
+
+    def malloc_info():
+        libc = ctypes.CDLL(None)
+        libc.fopen.restype = ctypes.c_void_p
+        libc.malloc_info.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.fclose.argtypes = (ctypes.c_void_p,)
+        with tempfile.NamedTemporaryFile(suffix=".xml") as report:
+            stream = libc.fopen(report.name.encode(), b"w")
+            libc.malloc_info(0, stream)
+            libc.fclose(stream)
+            return open(report.name).read()
+    """
+)
+
+# Threads that allocate, then glibc's report of its heaps: one <heap> per arena.
+COUNT_HEAPS = MALLOC_INFO + textwrap.dedent(
+    """
+    import os, threading
     import torch
     from wyoming_pocket_tts.engine.cpu import allocator
     if os.environ.get("FLOAT32"):
-        allocator.choose_arenas(quantized=os.environ["FLOAT32"] == "0")
+        allocator.choose_heap(quantized=os.environ["FLOAT32"] == "0")
 
     def allocate():
         for size in range(1, 200):
@@ -39,15 +57,7 @@ COUNT_HEAPS = textwrap.dedent(
         thread.start()
     for thread in threads:
         thread.join()
-    libc = ctypes.CDLL(None)
-    libc.fopen.restype = ctypes.c_void_p
-    libc.malloc_info.argtypes = (ctypes.c_int, ctypes.c_void_p)
-    libc.fclose.argtypes = (ctypes.c_void_p,)
-    with tempfile.NamedTemporaryFile(suffix=".xml") as report:
-        stream = libc.fopen(report.name.encode(), b"w")
-        libc.malloc_info(0, stream)
-        libc.fclose(stream)
-        print(open(report.name).read().count("<heap nr="))
+    print(malloc_info().count("<heap nr="))
     """
 )
 
@@ -212,3 +222,48 @@ def test_an_mkl_buffer_setting_of_the_user_is_kept():
         env=os.environ | {MKL_BUFFERS_VARIABLE: "0"},
     )
     assert done.stdout.strip() == "0"
+
+
+# A process set up as a server's (float32 unless QUANTIZED) frees a 16 MB tensor, then
+# makes a 12 MB one: whether glibc gave that one a mapping of its own (by its own count).
+NEW_BUFFER_MAPPED = MALLOC_INFO + textwrap.dedent(
+    """
+    import os, re
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+    prepare_process(quantized="QUANTIZED" in os.environ)
+    import torch
+
+    def mapped_blocks():
+        return int(re.search('<total type="mmap" count="(\\d+)"', malloc_info())[1])
+
+    torch.empty(4 * 1024 * 1024).fill_(1.0)  # 16 MB, freed: glibc's own threshold rises to it
+    before = mapped_blocks()
+    buffer = torch.empty(3 * 1024 * 1024).fill_(1.0)  # 12 MB
+    print(mapped_blocks() - before)
+    """
+)
+
+
+def _new_buffer_mapped(**environment: str) -> bool:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | environment
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_BUFFER_MAPPED], capture_output=True, text=True, env=env,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1] == "1"
+
+
+@glibc_only
+def test_large_buffers_keep_mappings_of_their_own_after_larger_ones_were_freed():
+    """Else they would come from the heap, where requests of different lengths leave holes."""
+    assert _new_buffer_mapped()
+
+
+@glibc_only
+def test_an_int8_process_keeps_glibcs_own_mapping_threshold():
+    assert not _new_buffer_mapped(QUANTIZED="1")
+
+
+@glibc_only
+def test_a_mapping_threshold_set_by_the_user_is_kept():
+    assert not _new_buffer_mapped(MALLOC_MMAP_THRESHOLD_=str(64 * 1024 * 1024))

@@ -1,5 +1,6 @@
-"""The memory of a process that serves a model: one heap for all threads (float32), no
-buffers kept by MKL, 2 MB pages. docs/design.md gives the figures behind each choice.
+"""The memory of a process that serves a model: one heap for all threads and large blocks
+in mappings of their own (float32), no buffers kept by MKL, 2 MB pages. docs/design.md
+gives the figures behind each choice.
 
 One arena: glibc gives each thread a heap (an "arena") of its own and keeps the memory
 freed in it for that arena's next allocations. Our threads free tensors of sizes the
@@ -8,9 +9,18 @@ with one arena they share a single reserve, and FlowLM's and Mimi's threads allo
 too rarely for the shared lock to matter. Not with int8 FlowLM: fbgemm's products
 allocate on every thread of a parallel region at once, and those threads would queue
 for the one heap's lock, while int8's smaller weights leave room for a heap each. So a
-process chooses by its model before its first thread allocates (`choose_arenas`, from
+process chooses by its model before its first thread allocates (`choose_heap`, from
 process.py's `prepare_process`): glibc fixes the limit once a thread other than the
 main one has allocated under it.
+
+Large blocks: glibc maps a block of its own for a large allocation and unmaps it when
+freed, but raises that threshold to the size of every such block freed, up to 32 MB.
+After the first few requests, each request's working buffers (tens of MB) would come
+from the heap instead, where requests of different lengths leave holes between blocks
+still in use, and a busy server's resident memory crept up with the requests served.
+A fixed threshold of 8 MB keeps them in mappings that go back to the system when freed
+(`use_fixed_mmap_threshold`). Not with int8 FlowLM, whose steps it made slower: an
+int8 process keeps glibc's own threshold, as it keeps a heap per thread.
 
 MKL's buffers: MKL, whose products PyTorch's attention calls, keeps each thread's work
 buffers for that thread's next product and never gives them back. With
@@ -36,17 +46,20 @@ import os
 
 _LOGGER = logging.getLogger(__name__)
 
-M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
+M_ARENA_MAX = -8  # mallopt's parameter numbers in glibc's malloc.h
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024
 HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"
 MKL_BUFFERS_VARIABLE = "MKL_DISABLE_FAST_MM"
 
 
-def choose_arenas(quantized: bool) -> None:
-    """One arena for a process serving a float32 model, one per thread for int8
-    FlowLM (see the module docstring). Call before any thread but the main one has
-    allocated: first thing in a command's `main`."""
+def choose_heap(quantized: bool) -> None:
+    """For a process serving a float32 model, one arena and large blocks in mappings of
+    their own; for int8 FlowLM, glibc's defaults (see the module docstring). Call
+    before any thread but the main one has allocated: first thing in a command's `main`."""
     if not quantized:
         use_one_arena()
+        use_fixed_mmap_threshold()
 
 
 def use_one_arena() -> None:
@@ -56,15 +69,26 @@ def use_one_arena() -> None:
     Not where `MALLOC_ARENA_MAX` is set (glibc reads it itself; the user's choice
     stands), nor with a C library that has no arenas (musl) or no `mallopt`.
     """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
+    if "MALLOC_ARENA_MAX" not in os.environ and not _mallopt(M_ARENA_MAX, 1):
+        _LOGGER.debug("mallopt(M_ARENA_MAX, 1) was refused: keeping the C library's arenas")
+
+
+def use_fixed_mmap_threshold() -> None:
+    """Give allocations of `MMAP_THRESHOLD_BYTES` and more mappings of their own, for
+    good (see the module docstring). Not where `MALLOC_MMAP_THRESHOLD_` is set (the
+    user's choice stands), nor with a C library that has no `mallopt`."""
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
+def _mallopt(parameter: int, value: int) -> bool:
+    """glibc's `mallopt`; False where it refused or where the C library has none."""
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
     except (AttributeError, OSError):
-        return
+        return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    if mallopt(M_ARENA_MAX, 1) != 1:
-        _LOGGER.debug("mallopt(M_ARENA_MAX, 1) was refused: keeping the C library's arenas")
+    return mallopt(parameter, value) == 1
 
 
 def use_transient_blas_buffers() -> None:

@@ -17,7 +17,7 @@ import sys
 
 from .allocator import (
     MKL_BUFFERS_VARIABLE,
-    choose_arenas,
+    choose_heap,
     use_huge_pages,
     use_transient_blas_buffers,
 )
@@ -52,4 +52,4 @@ def prepare_process(*, quantized: bool) -> None:
     use_huge_pages()
     for variable in PRIMITIVE_CACHE_VARIABLES:
         os.environ.setdefault(variable, PRIMITIVE_CACHE_CAPACITY)
-    choose_arenas(quantized)
+    choose_heap(quantized)
