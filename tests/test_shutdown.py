@@ -10,7 +10,8 @@ import socket
 import time
 
 import pytest
-from wyoming.event import Event
+from wyoming.event import Event, write_event
+from wyoming.event import read_event as wyoming_read_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from tests.support.server import LONG_TEXT, TIMEOUT, event_types_until_close, launch, run
@@ -101,3 +102,30 @@ def test_a_client_that_stops_reading_does_not_hold_up_the_exit(tmp_path, tiny_mo
     assert code == 0, server.log()
     assert took < EXIT_WITHIN_SECONDS, f"exited {took:.1f} s after the signal"
     assert "Traceback" not in server.log()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_a_stdio_request_in_flight_and_exits_0(tmp_path, tiny_model, voice_wav, signum):
+    """Over stdio the input stays open (a pipe from a parent that waits): the signal,
+    not the end of input, ends the request, with its audio-stop, and the process."""
+    server = launch(tmp_path, tiny_model, "--voice", str(voice_wav), stdio=True)
+    stdin, stdout = server.process.stdin, server.process.stdout
+    try:
+        write_event(Synthesize(text=" ".join([LONG_TEXT] * 3)).event(), stdin)
+        stdin.flush()
+        types = [wyoming_read_event(stdout).type]  # audio-start: speaking
+        server.process.send_signal(signum)
+        signalled = time.monotonic()
+        while (event := wyoming_read_event(stdout)) is not None:
+            types.append(event.type)
+        code = server.process.wait(timeout=TIMEOUT)
+        took = time.monotonic() - signalled
+    finally:
+        stdin.close()
+        server.stop()
+    log = server.log()
+    assert code == 0, log
+    assert took < EXIT_WITHIN_SECONDS, f"exited {took:.1f} s after the signal"
+    assert types[0] == "audio-start" and types[-1] == "audio-stop", types
+    assert "(cut short: the server is stopping)" in log
+    assert "Traceback" not in log
