@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.heap_trims import HeapTrimSchedule
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
@@ -57,15 +58,6 @@ def test_a_new_busy_spell_starts_its_own_clock() -> None:
     assert trims_at(schedule, timeline) == []
 
 
-def wait_until(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 @pytest.fixture
 def trims(monkeypatch) -> list[float]:
     """When the worker trimmed the heap."""
@@ -79,7 +71,7 @@ def test_the_worker_trims_once_after_each_idle_spell(model, voice, trims) -> Non
     with SynthesisWorker(Synthesizer(model), heap_trims=schedule) as worker:
         for spell in (1, 2):
             assert sum(len(frame) for frame in worker.stream(voice, "Done.", OPTIONS)) > 0
-            assert wait_until(lambda spell=spell: len(trims) == spell)
+            wait_until(lambda spell=spell: len(trims) == spell)
             time.sleep(0.5)  # idle on: no second trim in the same spell
             assert len(trims) == spell
             assert worker.active_jobs == 0

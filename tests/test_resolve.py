@@ -205,7 +205,7 @@ class HeldEncoder(Executor):
             self.release.wait(60)
             try:
                 future.set_result(fn(*args, **kwargs))
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 (handed to the waiter)
                 future.set_exception(error)
 
         threading.Thread(target=run, daemon=True).start()

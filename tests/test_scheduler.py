@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.support.threads import on_new_thread
+from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.policy import (
     DECODE_FRAMES_PER_JOB,
@@ -40,13 +41,6 @@ def turns_policy(**changes) -> BatchingPolicy:
 
 # Every behaviour below holds whether the stages run side by side or take turns.
 both_ways = pytest.mark.parametrize("take_turns", [False, True], ids=["side-by-side", "turns"])
-
-
-def wait_until(condition, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 @both_ways

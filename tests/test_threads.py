@@ -5,8 +5,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import time
-from collections.abc import Callable
 from concurrent.futures import CancelledError
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 import torch
 
 from tests.support.threads import multi_core_work, on_new_thread
+from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.cpu import threads
 from wyoming_pocket_tts.engine.cpu.threads import (
     OwnThreadExecutor,
@@ -31,15 +30,6 @@ def keep_process_count():
     process_wide = on_new_thread(torch.get_num_threads)
     yield
     on_new_thread(lambda: torch.set_num_threads(process_wide))
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def os_threads() -> set[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,15 +11,19 @@ from pathlib import Path
 
 import requests
 
-from tests.support.server import REPO, TIMEOUT, free_port
+from tests.support.server import REPO, TIMEOUT, ServerProcess, free_port
 
 
 @dataclass
-class StudioServer:
-    process: subprocess.Popen
-    log_path: Path
-    wyoming_port: int
-    http_port: int
+class StudioServer(ServerProcess):
+    """A server process with its studio on `http_port`."""
+
+    http_port: int = 0
+
+    @property
+    def wyoming_port(self) -> int:
+        assert self.port is not None
+        return self.port
 
     @property
     def url(self) -> str:
@@ -28,18 +31,6 @@ class StudioServer:
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         return requests.request(method, self.url + path, timeout=TIMEOUT, **kwargs)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
 
 
 def start_studio_server(directory: Path, config_path: Path, *args: str) -> StudioServer:
