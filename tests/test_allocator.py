@@ -76,9 +76,12 @@ def test_threads_of_a_float32_process_share_one_heap():
 
 
 @glibc_only
-def test_threads_of_an_int8_process_have_heaps_of_their_own():
-    """int8 FlowLM's products allocate on their threads at the same moment."""
-    assert _heaps(FLOAT32="0") > 1
+def test_threads_of_an_int8_process_have_a_heap_per_core():
+    """int8 FlowLM's products allocate on their threads at the same moment: one heap
+    each for as many as run at once, not glibc's eight per core (four threads here)."""
+    cores = len(os.sched_getaffinity(0))
+    heaps = _heaps(FLOAT32="0")
+    assert heaps <= cores and (heaps > 1 or cores == 1)
     assert _heaps() > 1  # importing the engine chooses nothing
 
 

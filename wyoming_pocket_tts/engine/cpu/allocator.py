@@ -1,6 +1,6 @@
 """The memory of a process that serves a model: one heap for all threads and large blocks
-in mappings of their own (float32), no buffers kept by MKL, 2 MB pages. docs/design.md
-gives the figures behind each choice.
+in mappings of their own (float32) or a heap per core (int8), no buffers kept by MKL,
+2 MB pages. docs/design.md gives the figures behind each choice.
 
 One arena: glibc gives each thread a heap (an "arena") of its own and keeps the memory
 freed in it for that arena's next allocations. Our threads free tensors of sizes the
@@ -8,10 +8,11 @@ others then allocate anew, so every arena would keep its own reserve of free pag
 with one arena they share a single reserve, and FlowLM's and Mimi's threads allocate
 too rarely for the shared lock to matter. Not with int8 FlowLM: fbgemm's products
 allocate on every thread of a parallel region at once, and those threads would queue
-for the one heap's lock, while int8's smaller weights leave room for a heap each. So a
-process chooses by its model before its first thread allocates (`choose_heap`, from
-process.py's `prepare_process`): glibc fixes the limit once a thread other than the
-main one has allocated under it.
+for the one heap's lock. An int8 process gets a heap per core, as many as threads
+that run at once, instead of glibc's eight per core, each keeping its own free pages.
+So a process chooses by its model before its first thread allocates (`choose_heap`,
+from process.py's `prepare_process`): glibc fixes the limit once a thread other than
+the main one has allocated under it.
 
 Large blocks: glibc maps a block of its own for a large allocation and unmaps it when
 freed, but raises that threshold to the size of every such block freed, up to 32 MB.
@@ -20,7 +21,7 @@ from the heap instead, where requests of different lengths leave holes between b
 still in use, and a busy server's resident memory crept up with the requests served.
 A fixed threshold of 8 MB keeps them in mappings that go back to the system when freed
 (`use_fixed_mmap_threshold`). Not with int8 FlowLM, whose steps it made slower: an
-int8 process keeps glibc's own threshold, as it keeps a heap per thread.
+int8 process keeps glibc's own threshold.
 
 MKL's buffers: MKL, whose products PyTorch's attention calls, keeps each thread's work
 buffers for that thread's next product and never gives them back. With
@@ -55,22 +56,32 @@ MKL_BUFFERS_VARIABLE = "MKL_DISABLE_FAST_MM"
 
 def choose_heap(quantized: bool) -> None:
     """For a process serving a float32 model, one arena and large blocks in mappings of
-    their own; for int8 FlowLM, glibc's defaults (see the module docstring). Call
+    their own; for int8 FlowLM, an arena per core (see the module docstring). Call
     before any thread but the main one has allocated: first thing in a command's `main`."""
-    if not quantized:
-        use_one_arena()
+    if quantized:
+        limit_arenas(_cores())
+    else:
+        limit_arenas(1)
         use_fixed_mmap_threshold()
 
 
-def use_one_arena() -> None:
-    """Limit glibc to one arena for the threads that allocate from now on (glibc fixes
-    its limit once more than eight arenas exist, or at the first thread after this).
+def limit_arenas(count: int) -> None:
+    """Limit glibc to `count` arenas for the threads that allocate from now on (glibc
+    fixes its limit once more than eight arenas exist, or at the first thread after this).
 
     Not where `MALLOC_ARENA_MAX` is set (glibc reads it itself; the user's choice
     stands), nor with a C library that has no arenas (musl) or no `mallopt`.
     """
-    if "MALLOC_ARENA_MAX" not in os.environ and not _mallopt(M_ARENA_MAX, 1):
-        _LOGGER.debug("mallopt(M_ARENA_MAX, 1) was refused: keeping the C library's arenas")
+    if "MALLOC_ARENA_MAX" not in os.environ and not _mallopt(M_ARENA_MAX, count):
+        _LOGGER.debug("mallopt(M_ARENA_MAX, %d) was refused: keeping glibc's arenas", count)
+
+
+def _cores() -> int:
+    """Cores this process may run on (threads.py's `available_cores`, which imports torch)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def use_fixed_mmap_threshold() -> None:
