@@ -130,7 +130,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-connections",
         type=int,
         default=32,
-        help="connections served at once; more get an error and are closed (default: %(default)s)",
+        help="connections served at once; over it, Describe is still answered and anything "
+        "else gets an error, then the connection is closed (default: %(default)s)",
     )
     parser.add_argument(
         "--max-text-chars",
