@@ -45,7 +45,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint, checkpoint_directory
 from benchmarks.engine import PARAGRAPH, SHORT, _machine
+from benchmarks.local_server import LocalServer, wait_or_kill
 
 TEXTS = {"short": SHORT, "paragraph": PARAGRAPH}
 # "concurrent": CLIENTS short answers at once; "idle": the short answer after IDLE_S
@@ -69,7 +69,6 @@ MEASURES = ("short", "paragraph", "concurrent", "idle")
 IDLE_S = 2.0
 AFTER_IDLE = "short after idle"
 CLIENTS = 4  # concurrent clients, each asking for the short answer
-SERVER_START_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -238,76 +237,12 @@ class EngineChild:
     def close(self) -> None:
         if self._process.stdin is not None:
             self._process.stdin.close()  # end of input: the child finishes and exits
-        _wait_or_kill(self._process, timeout=60)
+        wait_or_kill(self._process, timeout=60)
         self._log.close()
-
-
-def _wait_or_kill(process: subprocess.Popen, timeout: float) -> None:
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 # ---------------------------------------------------------------------------
 # Over the protocol
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Server:
-    """`python -m wyoming_pocket_tts` on a loopback port, its log in a file."""
-
-    def __init__(self, config: Path, voice: Path, log_path: Path):
-        self.port = _free_port()
-        self.log_path = log_path
-        self._log = log_path.open("w")
-        self._process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wyoming_pocket_tts",
-                "--uri",
-                f"tcp://127.0.0.1:{self.port}",
-                "--model",
-                str(config),
-                "--voice",
-                str(voice),
-            ],
-            cwd=ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    async def wait_ready(self) -> None:
-        """Until the server answers Describe (it listens only once model and voice are loaded)."""
-        from wyoming.client import AsyncTcpClient
-        from wyoming.info import Describe, Info
-
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise SystemExit(f"the server exited:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                async with AsyncTcpClient("127.0.0.1", self.port, connect_timeout=1) as client:
-                    await client.write_event(Describe().event())
-                    event = await asyncio.wait_for(client.read_event(), timeout=5)
-                    if event is not None and Info.is_type(event.type):
-                        return
-            except (TimeoutError, OSError):
-                pass
-            await asyncio.sleep(0.5)
-        raise SystemExit(f"the server did not answer Describe in {SERVER_START_TIMEOUT_S:.0f} s")
-
-    def stop(self) -> None:
-        self._process.terminate()
-        _wait_or_kill(self._process, timeout=30)
-        self._log.close()
 
 
 def _words(text: str) -> list[str]:
@@ -568,7 +503,7 @@ def main() -> None:
     built = build_checkpoint(args)
     voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
     log_path = Path(tempfile.gettempdir()) / "wyoming-pocket-tts-bench-server.log"
-    server = Server(built.config_path, voice, log_path)
+    server = LocalServer(["--model", str(built.config_path), "--voice", str(voice)], log_path)
     engines = [EngineChild(name, built.config_path, voice) for name in ("reference", "ours")]
     rounds: dict[str, list[dict]] = {"reference": [], "ours": [], "protocol": []}
     wyoming_bench = wyoming_bench_executable()

@@ -38,8 +38,6 @@ import os
 import random
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +63,7 @@ from wyoming.tts import (
 )
 
 from benchmarks.checkpoints import add_checkpoint_arguments, build_checkpoint
+from benchmarks.local_server import LocalServer
 
 #: Request kinds and how often each comes, out of 100.
 MIX = {
@@ -88,7 +87,6 @@ TEXTS = (
     "There are three items on your shopping list: milk, eggs and bread.",
 )
 REQUEST_TIMEOUT_S = 300.0
-START_TIMEOUT_S = 600.0
 IDLE_S = 3.0  # longer than the worker waits before it gives free heap back
 SETTLE_S = 10.0  # how long the server may take to let go of a finished request's threads
 SAMPLE_S = 0.1  # how often resident memory is sampled during the run
@@ -387,52 +385,19 @@ def write_voices(folder: Path, count: int, seed: int) -> Path:
     return folder / "voice00.wav"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Server:
-    """`python -m wyoming_pocket_tts` on a loopback port, its log in `directory`."""
-
-    def __init__(self, args: argparse.Namespace, config: Path, directory: Path) -> None:
-        default = write_voices(directory / "voices", args.voices, args.seed)
-        self.port = free_port()
-        self.log_path = directory / "server.log"
-        command = [
-            sys.executable, "-m", "wyoming_pocket_tts",
-            "--uri", f"tcp://127.0.0.1:{self.port}",
+def start_server(args: argparse.Namespace, config: Path, directory: Path) -> LocalServer:
+    """The server with a voices folder of generated recordings, its log in `directory`."""
+    default = write_voices(directory / "voices", args.voices, args.seed)
+    return LocalServer(
+        [
             "--model", str(config),
             "--voice", str(default),
             "--voices-dir", str(default.parent),
             "--max-loaded-voices", str(args.max_loaded_voices),
             *(["--eos-threshold", str(args.eos_threshold)] if args.eos_threshold else []),
-        ]  # fmt: skip
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-
-    async def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"the server exited:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                await asyncio.wait_for(server_voices("127.0.0.1", self.port), 5)
-                return
-            except (TimeoutError, OSError):
-                await asyncio.sleep(0.5)
-        raise SystemExit(f"the server did not answer Describe in {START_TIMEOUT_S:.0f} s")
-
-    def stop(self) -> int:
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        ],
+        directory / "server.log",
+    )  # fmt: skip
 
 
 def parse_uri(uri: str) -> tuple[str, int]:
@@ -448,7 +413,7 @@ async def run(args: argparse.Namespace) -> Results:
         return await soak(args, host, port, args.pid)
     config = args.config or build_checkpoint(args).config_path
     directory = Path(tempfile.mkdtemp(prefix="soak-"))
-    server = Server(args, config, directory)
+    server = start_server(args, config, directory)
     try:
         await server.wait_ready()
         results = await soak(args, "127.0.0.1", server.port, server.process.pid)
