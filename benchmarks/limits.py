@@ -159,7 +159,8 @@ def run_reference(configs: dict[str, str], voice: Path) -> dict:
 def run_ours(configs: dict[str, str], voice: Path) -> dict:
     import torch
 
-    from wyoming_pocket_tts.engine.cpu.threads import available_cores, run_on_own_thread, use_cores
+    from wyoming_pocket_tts.engine.cpu.cores import available_cores
+    from wyoming_pocket_tts.engine.cpu.threads import run_on_own_thread, use_cores
     from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
     from wyoming_pocket_tts.engine.runtime.policy import DECODE_FRAMES_PER_JOB
@@ -298,8 +299,8 @@ def machine_rates() -> dict:
     import torch
     from torch import nn
 
+    from wyoming_pocket_tts.engine.cpu.cores import available_cores
     from wyoming_pocket_tts.engine.cpu.packed import PackedLinear, packing_supported
-    from wyoming_pocket_tts.engine.cpu.threads import available_cores
 
     def best(work) -> float:
         work()

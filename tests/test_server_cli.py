@@ -18,7 +18,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands import serve
-from wyoming_pocket_tts.engine.cpu.threads import available_cores
+from wyoming_pocket_tts.engine.cpu.cores import available_cores
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 

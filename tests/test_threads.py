@@ -14,6 +14,7 @@ import torch
 from tests.support.threads import multi_core_work, on_new_thread
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.cpu import threads
+from wyoming_pocket_tts.engine.cpu.cores import available_cores
 from wyoming_pocket_tts.engine.cpu.threads import (
     OwnThreadExecutor,
     intra_op_threads,
@@ -105,9 +106,9 @@ def test_a_threads_count_is_its_own_once_set():
 
 def test_available_cores_follows_the_affinity():
     if hasattr(os, "sched_getaffinity"):
-        assert threads.available_cores() == len(os.sched_getaffinity(0))
+        assert available_cores() == len(os.sched_getaffinity(0))
     else:
-        assert threads.available_cores() >= 1
+        assert available_cores() >= 1
 
 
 def test_thread_count_comes_back_after_a_failed_pass():

@@ -45,6 +45,8 @@ import ctypes
 import logging
 import os
 
+from .cores import available_cores
+
 _LOGGER = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # mallopt's parameter numbers in glibc's malloc.h
@@ -59,7 +61,7 @@ def choose_heap(quantized: bool) -> None:
     their own; for int8 FlowLM, an arena per core (see the module docstring). Call
     before any thread but the main one has allocated: first thing in a command's `main`."""
     if quantized:
-        limit_arenas(_cores())
+        limit_arenas(available_cores())
     else:
         limit_arenas(1)
         use_fixed_mmap_threshold()
@@ -74,14 +76,6 @@ def limit_arenas(count: int) -> None:
     """
     if "MALLOC_ARENA_MAX" not in os.environ and not _mallopt(M_ARENA_MAX, count):
         _LOGGER.debug("mallopt(M_ARENA_MAX, %d) was refused: keeping glibc's arenas", count)
-
-
-def _cores() -> int:
-    """Cores this process may run on (threads.py's `available_cores`, which imports torch)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def use_fixed_mmap_threshold() -> None:

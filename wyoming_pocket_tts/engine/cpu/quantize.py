@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
-from .threads import available_cores
+from .cores import available_cores
 
 _LOGGER = logging.getLogger(__name__)
 

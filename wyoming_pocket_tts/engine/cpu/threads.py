@@ -41,18 +41,12 @@ from typing import Any, TypeVar
 
 import torch
 
+from .cores import available_cores
+
 T = TypeVar("T")
 
 _LOGGER = logging.getLogger(__name__)
 _thread_state = threading.local()  # .serial_blas: this thread keeps MKL on one thread
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def use_cores(count: int, *, serial_blas: bool = False) -> None:

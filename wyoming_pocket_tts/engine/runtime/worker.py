@@ -32,7 +32,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cpu.allocator import return_free_heap
-from ..cpu.threads import available_cores, intra_op_threads, use_cores
+from ..cpu.cores import available_cores
+from ..cpu.threads import intra_op_threads, use_cores
 from ..cpu.time_slice import use_long_time_slices
 from ..errors import EngineError
 from ..model.voice import VoiceState
