@@ -18,8 +18,8 @@ keeps loaded, so voices are evicted and loaded again all along. It prints the
 requests served, the failures by kind, time to first audio (p50/p95/p99), Describe's
 p99, and, read from /proc, the server's resident memory after the warm-up requests
 and at the end, its open files and threads before and after. Memory is also sampled
-all along: the lowest and highest of each hundred requests tell what the server keeps
-between requests from what its busiest moments take.
+all along: the lowest, median and highest of each hundred requests tell what the
+server keeps between requests, its level, and what its busiest moments take.
 
 By default it starts the server itself (`python -m wyoming_pocket_tts`) with the
 random-weight model benchmarks/checkpoints.py builds, or the model `--config` names,
@@ -244,9 +244,10 @@ class Results:
     settled: ProcessState | None = None
     idle: ProcessState | None = None
     rss_mib_every_100: list[float] = field(default_factory=list)
-    # The lowest and highest resident memory sampled during each 100 requests: the low
-    # is what the server keeps between requests, the high its busiest moment.
-    rss_mib_range_per_100: list[tuple[float, float]] = field(default_factory=list)
+    # The lowest, median and highest resident memory sampled during each 100 requests:
+    # the low is what the server keeps between requests, the high its busiest moment,
+    # and the median its level, which neither a heap trim nor a burst moves.
+    rss_mib_range_per_100: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -267,7 +268,8 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
 
     def close_window() -> None:
         if window:
-            results.rss_mib_range_per_100.append((round(min(window), 1), round(max(window), 1)))
+            low, middle, high = (percentile(window, q) for q in (0, 0.5, 1))
+            results.rss_mib_range_per_100.append((round(low, 1), round(middle, 1), round(high, 1)))
         window.clear()
 
     async def client() -> None:
@@ -362,12 +364,12 @@ def report(results: Results, args: argparse.Namespace) -> None:
         print(f"resident memory every 100 requests (MiB): {results.rss_mib_every_100}")
     ranges = results.rss_mib_range_per_100
     if ranges:
-        print("resident memory during each 100 requests, lowest-highest (MiB): "
-              + ", ".join(f"{low:.0f}-{high:.0f}" for low, high in ranges))
+        print("resident memory during each 100 requests, lowest/median/highest (MiB): "
+              + ", ".join("/".join(f"{value:.0f}" for value in summary) for summary in ranges))
     if len(ranges) > 2:  # the first hundred is the warm-up
-        low, high = (ranges[-1][i] / ranges[1][i] - 1 for i in (0, 1))
+        low, middle, high = (ranges[-1][i] / ranges[1][i] - 1 for i in range(3))
         print(f"from the second hundred to the last: lowest {100 * low:+.1f}%, "
-              f"highest {100 * high:+.1f}%")
+              f"median {100 * middle:+.1f}%, highest {100 * high:+.1f}%")
 
 
 # ---------------------------------------------------------------------------
