@@ -20,6 +20,7 @@ from wyoming_pocket_tts.engine.cpu.process import prepare_process
 prepare_process(quantized=False)
 
 from tests.support.reference_model import BuiltModel, build_model
+from tests.support.tokenizer_json import build_test_tokenizers
 from tests.support.voices_audio import write_voice_wav
 
 
@@ -45,6 +46,12 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tokenizer_dir(models_dir: Path) -> Path:
     """Where the test SentencePiece models are trained (once per vocabulary size)."""
     return models_dir / "tokenizers"
+
+
+@pytest.fixture(scope="session")
+def tokenizer_files(tokenizer_dir: Path) -> tuple[Path, Path]:
+    """The 4000-piece test SentencePiece model and its tokenizer.json twin."""
+    return build_test_tokenizers(tokenizer_dir)
 
 
 @pytest.fixture(scope="session")

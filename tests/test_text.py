@@ -22,7 +22,6 @@ from pocket_tts.modules.text_conditioner import (
 )
 from pocket_tts.utils.config import CONFIGS_DIR, load_config
 
-from tests.support.tokenizer_json import build_test_tokenizers
 from wyoming_pocket_tts.engine.errors import ConfigError, TextError
 from wyoming_pocket_tts.engine.model.text import (
     PreparedText,
@@ -170,11 +169,6 @@ MIXED_WORDS = [
     "\U0001f600",
     "2.5",
 ]
-
-
-@pytest.fixture(scope="session")
-def tokenizer_files(tokenizer_dir: Path) -> tuple[Path, Path]:
-    return build_test_tokenizers(tokenizer_dir)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from pocket_tts.modules.text_conditioner import (
     SentencePieceTokenizer as ReferenceSentencePieceTokenizer,
 )
 
-from tests.support.tokenizer_json import build_test_tokenizers
 from wyoming_pocket_tts.engine.errors import TokenizerError
 from wyoming_pocket_tts.engine.model.tokenizer import (
     JsonTokenizer,
@@ -29,11 +28,6 @@ TEXTS = [
     "        Padded with spaces.",
     "<s> <unk> </s> look like control pieces",
 ]
-
-
-@pytest.fixture(scope="session")
-def tokenizer_files(tokenizer_dir: Path) -> tuple[Path, Path]:
-    return build_test_tokenizers(tokenizer_dir)
 
 
 @pytest.fixture(scope="session")
