@@ -172,7 +172,7 @@ def prepare(recording: Recording) -> Recording:
     if len(speech) < MIN_SPEECH_SECONDS * rate:
         raise StudioError(
             f"The recording has {len(speech) / rate:.1f} s of speech; the model needs at "
-            f"least {MIN_SPEECH_SECONDS:.0f} s (10 to 30 s of clear speech work best)."
+            f"least {MIN_SPEECH_SECONDS:.0f} s (5 to 30 s of clear speech work best)."
         )
     return Recording(np.ascontiguousarray(speech), rate)
 

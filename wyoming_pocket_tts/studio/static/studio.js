@@ -225,7 +225,7 @@ async function toggleRecording() {
   const started = Date.now();
   const timer = setInterval(() => {
     const seconds = (Date.now() - started) / 1000;
-    $("record-state").textContent = `Recording… ${Math.round(seconds)} s (speak for 10 to 30 s)`;
+    $("record-state").textContent = `Recording… ${Math.round(seconds)} s (speak for 5 to 30 s)`;
     if (seconds >= MAX_RECORDING_SECONDS && recorder) recorder.stop();
   }, 500);
   recorder.addEventListener("stop", async () => {
