@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from wyoming_pocket_tts.commands import export_voice
+from wyoming_pocket_tts.commands import export_voice, serve
 from wyoming_pocket_tts.engine.model.audio import MAX_PROMPT_SECONDS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,3 +38,38 @@ def test_every_text_gives_one_recording_length_for_cloning():
     ((shortest, longest), sources) = next(iter(said.items()))
     assert set(sources) == set(texts), f"{set(texts) - set(sources)} give no length"
     assert shortest < longest == MAX_PROMPT_SECONDS  # what the model listens to
+
+
+def _server_options() -> dict[str, argparse.Action]:
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    return {
+        option: action
+        for action in parser._actions  # argparse offers no public list of its options
+        for option in action.option_strings
+        if option.startswith("--") and action.help != argparse.SUPPRESS
+    }
+
+
+def test_the_readmes_option_table_gives_the_servers_own_options_and_defaults():
+    readme = (REPO / "README.md").read_text()
+    table = re.findall(r"^\| `(--[a-z-]+)(?:[^|]|\\\|)*\| (.*) \|$", readme, re.MULTILINE)
+    options = _server_options()
+    documented = {option for option, _ in table}
+    listed_together = {"--debug", "--log-format", "--version", "--help"}  # one row, or argparse's
+    assert documented - set(options) == set(), "the README names options the server lacks"
+    assert set(options) - documented - listed_together == set(), "options the README leaves out"
+    defaults = {
+        option: stated[1]
+        for option, meaning in table
+        if (stated := re.search(r"\(default `?([^`),]+)`?\)$", meaning))
+    }
+    assert len(defaults) >= 6, defaults  # the pattern still finds the table's defaults
+    for option, stated in defaults.items():
+        action = options[option]
+        if action.default is None:  # filled in later: --help says which
+            assert f"default: {stated}" in action.help, option
+        elif isinstance(action.default, (int, float)):
+            assert action.default == type(action.default)(stated), option
+        else:
+            assert action.default == stated, option
