@@ -310,6 +310,12 @@ def test_translations_cover_the_schema(manifest: dict[str, Any]) -> None:
     assert set(translations["network"]) == set(manifest["ports"])
 
 
+def test_the_add_on_documentation_has_a_section_for_each_option(manifest: dict[str, Any]) -> None:
+    """DOCS.md is what the add-on's Documentation tab shows beside its options."""
+    documented = re.findall(r"^### Option: `([a-z_]+)`$", (ROOT / "DOCS.md").read_text(), re.MULTILINE)
+    assert sorted(documented) == sorted(manifest["schema"])
+
+
 def test_exactly_one_addon_is_found_the_supervisor_way() -> None:
     """The Supervisor globs **/config.* and skips dot folders and rootfs."""
     found = [
