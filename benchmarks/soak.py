@@ -397,6 +397,7 @@ def start_server(args: argparse.Namespace, config: Path, directory: Path) -> Loc
             "--voices-dir", str(default.parent),
             "--max-loaded-voices", str(args.max_loaded_voices),
             *(["--eos-threshold", str(args.eos_threshold)] if args.eos_threshold else []),
+            *(["--quantize"] if args.quantize else []),
         ],
         directory / "server.log",
     )  # fmt: skip
@@ -448,6 +449,7 @@ def main() -> None:
         help="the server's end-of-speech threshold: a random-weight model never ends "
         "speech on its own, so the default ends each sentence at its fewest frames (0: the model's)",
     )  # fmt: skip
+    parser.add_argument("--quantize", action="store_true", help="soak an int8 server")
     parser.add_argument("--warm-up", type=int, default=100, help="requests before memory is read")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the server's log and voices")
