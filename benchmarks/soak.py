@@ -21,6 +21,10 @@ and at the end, its open files and threads before and after. Memory is also samp
 all along: the lowest, median and highest of each hundred requests tell what the
 server keeps between requests, its level, and what its busiest moments take.
 
+After the warm-up the clients pause until the server has been idle for a few seconds,
+and the run ends the same way: memory read once idle at both points compares what
+the server keeps, free of whatever happens to be in flight when it is read.
+
 By default it starts the server itself (`python -m wyoming_pocket_tts`) with the
 random-weight model benchmarks/checkpoints.py builds, or the model `--config` names,
 and a voices folder of generated recordings; `--uri` and `--pid` attach it to a
@@ -242,6 +246,7 @@ class Results:
     after_warm_up: ProcessState | None = None
     at_end: ProcessState | None = None
     settled: ProcessState | None = None
+    idle_after_warm_up: ProcessState | None = None
     idle: ProcessState | None = None
     rss_mib_every_100: list[float] = field(default_factory=list)
     # The lowest, median and highest resident memory sampled during each 100 requests:
@@ -265,6 +270,9 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
     next_request = iter(enumerate(kinds))
     started = time.monotonic()
     window: list[float] = []  # memory sampled during the hundred requests under way
+    running = asyncio.Event()  # cleared while the clients wait for the server to idle
+    running.set()
+    in_flight = 0
 
     def close_window() -> None:
         if window:
@@ -272,11 +280,26 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
             results.rss_mib_range_per_100.append((round(low, 1), round(middle, 1), round(high, 1)))
         window.clear()
 
+    async def idle_pause() -> None:
+        while in_flight:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(IDLE_S)
+        results.idle_after_warm_up = process_state(pid)
+        running.set()
+
     async def client() -> None:
+        nonlocal in_flight
         for index, kind in next_request:
+            await running.wait()
             if deadline is not None and time.monotonic() > deadline:
                 return
-            outcome = await timed_request(host, port, kind, rng.choice(voices), rng.choice(TEXTS))
+            in_flight += 1
+            try:
+                outcome = await timed_request(
+                    host, port, kind, rng.choice(voices), rng.choice(TEXTS)
+                )
+            finally:
+                in_flight -= 1
             outcomes.append(outcome)
             if pid and len(outcomes) % 100 == 0:
                 state = process_state(pid)
@@ -285,14 +308,19 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
                 close_window()
             if pid and len(outcomes) == args.warm_up:
                 results.after_warm_up = process_state(pid)
+                running.clear()
+                pauses.append(asyncio.create_task(idle_pause()))
 
     async def sample_memory() -> None:
         while True:
-            window.append(process_state(pid).rss_mib)
+            if running.is_set():
+                window.append(process_state(pid).rss_mib)
             await asyncio.sleep(SAMPLE_S)
 
+    pauses: list[asyncio.Task] = []
     sampler = asyncio.create_task(sample_memory()) if pid else None
     await asyncio.gather(*(client() for _ in range(args.clients)))
+    await asyncio.gather(*pauses)
     results.seconds = time.monotonic() - started
     if sampler is not None:
         sampler.cancel()
@@ -348,6 +376,7 @@ def report(results: Results, args: argparse.Namespace) -> None:
     for label, state in (
         ("before", results.before),
         (f"after {args.warm_up} requests", results.after_warm_up),
+        (f"idle after {args.warm_up} requests", results.idle_after_warm_up),
         ("at the end", results.at_end),
         ("settled", results.settled),
         (f"idle {IDLE_S:.0f} s later", results.idle),
@@ -360,6 +389,10 @@ def report(results: Results, args: argparse.Namespace) -> None:
     if results.after_warm_up and results.at_end:
         growth = results.at_end.rss_mib / results.after_warm_up.rss_mib - 1
         print(f"resident memory since the warm-up: {100 * growth:+.1f}%")
+    if results.idle_after_warm_up and results.idle:
+        kept, now = results.idle_after_warm_up.rss_mib, results.idle.rss_mib
+        print(f"resident memory once idle, after the warm-up and at the end: "
+              f"{kept:.1f} -> {now:.1f} MiB ({100 * (now / kept - 1):+.1f}%)")
     if results.rss_mib_every_100:
         print(f"resident memory every 100 requests (MiB): {results.rss_mib_every_100}")
     ranges = results.rss_mib_range_per_100
