@@ -163,6 +163,46 @@ def test_huge_pages_turned_off_by_the_user_stay_off():
     assert _huge_kb(**{HUGE_PAGES_VARIABLE: "0"}) == 0
 
 
+# A process set up as the server's makes a 64 MB tensor, loads a model (its path in
+# argv), then makes another: the kB of huge pages the first has after the load, and the
+# kB the second got.
+HUGE_PAGES_AROUND_A_LOAD = textwrap.dedent(
+    """
+    import sys
+    from wyoming_pocket_tts.engine.cpu.process import prepare_process
+    prepare_process(quantized=False)
+    import torch
+    from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
+
+    def anonymous_huge_kb():
+        with open("/proc/self/smaps_rollup") as rollup:
+            line = next(line for line in rollup if line.startswith("AnonHugePages:"))
+        return int(line.split()[1])
+
+    start = anonymous_huge_kb()
+    weights = torch.empty(16 * 1024 * 1024)
+    weights.fill_(1.0)
+    PocketTTS.load(sys.argv[1])
+    kept = anonymous_huge_kb() - start
+    buffer = torch.empty(16 * 1024 * 1024)
+    buffer.fill_(1.0)
+    print(kept, anonymous_huge_kb() - start - kept)
+    """
+)
+
+
+@pytest.mark.skipif(_thp_mode() not in ("always", "madvise"), reason="no transparent huge pages")
+def test_after_a_model_is_loaded_only_what_came_before_is_in_huge_pages(tiny_model):
+    env = {k: v for k, v in os.environ.items() if k != HUGE_PAGES_VARIABLE}
+    done = subprocess.run(
+        [sys.executable, "-c", HUGE_PAGES_AROUND_A_LOAD, str(tiny_model.config_path)],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    kept, later = map(int, done.stdout.split())
+    assert kept >= 32 * 1024  # the tensor made before the load keeps its huge pages
+    assert later == 0  # one made after it (a request's buffer, in a server) gets none
+
+
 # Attention (MKL's products inside) in a process that imports `FIRST`, then sets itself
 # up as the server does, then the bytes MKL's memory manager holds, read from MKL
 # itself; "no MKL" where this PyTorch has none (aarch64 builds).

@@ -36,7 +36,12 @@ the 2 MB pages Linux can give (transparent huge pages) it is one per 2 MB. PyTor
 puts its tensors of 2 MB and more in such pages when THP_MEM_ALLOC_ENABLE is set,
 which covers the float32 weights as laid out for oneDNN. fbgemm's int8 weights are
 allocated outside PyTorch's allocator and stay in 4 kB pages (collapsing them
-afterwards made int8 no faster).
+afterwards made int8 no faster). Once the model is loaded, the process takes no more
+huge pages (`keep_huge_pages_to_the_weights`): a request's large buffers would be
+placed in heap ranges marked for them, and after a trim gave those ranges back, the
+kernel's background collapsing (khugepaged) would fill each 2 MB range again as soon
+as one of its pages was in use, so that a server's memory crept up for minutes after
+every busy spell, idle or not.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ M_ARENA_MAX = -8  # mallopt's parameter numbers in glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024
 HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"
+PR_SET_THP_DISABLE = 41  # prctl's option number in linux/prctl.h
 MKL_BUFFERS_VARIABLE = "MKL_DISABLE_FAST_MM"
 
 
@@ -116,6 +122,22 @@ def use_huge_pages() -> None:
     transparent huge pages, or they are set to `never`, the request changes nothing.
     """
     os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
+
+
+def keep_huge_pages_to_the_weights() -> None:
+    """Give this process no more huge pages; those it has stay (see the module docstring).
+
+    Called once a model is loaded, so that its weights keep the 2 MB pages they were
+    loaded into while what requests allocate later stays in 4 kB pages, which a trim
+    gives back for good. Not on a system without `prctl` (anything but Linux).
+    """
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except (AttributeError, OSError):
+        return
+    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+    if prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+        _LOGGER.debug("prctl(PR_SET_THP_DISABLE) was refused: huge pages stay on")
 
 
 def return_free_heap() -> None:

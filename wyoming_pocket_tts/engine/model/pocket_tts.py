@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..cpu.allocator import return_free_heap
+from ..cpu.allocator import keep_huge_pages_to_the_weights, return_free_heap
 from ..cpu.packed import pack_convolutions, pack_linears
 from ..cpu.quantize import halve_exact_linears, halve_linears, int8_backend, quantize_linears
 from ..errors import ConfigError, VoiceError
@@ -154,6 +154,7 @@ class PocketTTS:
             )
         modules.eval().requires_grad_(False)
         quantized = _convert_hot_layers(modules, quantize, weights_path)
+        keep_huge_pages_to_the_weights()
         _LOGGER.info("loaded %s in %.2f s", weights_path, time.monotonic() - started)
         return cls(
             config, modules, tokenizer, has_voice_cloning=not missing, weights_path=weights_path,
