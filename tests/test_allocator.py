@@ -111,19 +111,24 @@ def test_the_server_sets_up_its_process_before_it_loads(monkeypatch, quantize):
     assert events == [quantize, ("resolve", quantize)]
 
 
+# How many kB of this process's anonymous memory the kernel backs with huge pages.
+ANONYMOUS_HUGE_KB = textwrap.dedent(
+    """
+    def anonymous_huge_kb():
+        with open("/proc/self/smaps_rollup") as rollup:
+            line = next(line for line in rollup if line.startswith("AnonHugePages:"))
+        return int(line.split()[1])
+    """
+)
+
 # A process set up as the server's (its command module imported, then the set-up), then
 # a 64 MB tensor: how many kB of it the kernel backs with huge pages.
-HUGE_PAGES_OF_A_TENSOR = textwrap.dedent(
+HUGE_PAGES_OF_A_TENSOR = ANONYMOUS_HUGE_KB + textwrap.dedent(
     """
     import wyoming_pocket_tts.commands.serve
     from wyoming_pocket_tts.engine.cpu.process import prepare_process
     prepare_process(quantized=False)
     import torch
-
-    def anonymous_huge_kb():
-        with open("/proc/self/smaps_rollup") as rollup:
-            line = next(line for line in rollup if line.startswith("AnonHugePages:"))
-        return int(line.split()[1])
 
     before = anonymous_huge_kb()
     weights = torch.empty(16 * 1024 * 1024)
@@ -166,18 +171,13 @@ def test_huge_pages_turned_off_by_the_user_stay_off():
 # A process set up as the server's makes a 64 MB tensor, loads a model (its path in
 # argv), then makes another: the kB of huge pages the first has after the load, and the
 # kB the second got.
-HUGE_PAGES_AROUND_A_LOAD = textwrap.dedent(
+HUGE_PAGES_AROUND_A_LOAD = ANONYMOUS_HUGE_KB + textwrap.dedent(
     """
     import sys
     from wyoming_pocket_tts.engine.cpu.process import prepare_process
     prepare_process(quantized=False)
     import torch
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-
-    def anonymous_huge_kb():
-        with open("/proc/self/smaps_rollup") as rollup:
-            line = next(line for line in rollup if line.startswith("AnonHugePages:"))
-        return int(line.split()[1])
 
     start = anonymous_huge_kb()
     weights = torch.empty(16 * 1024 * 1024)
