@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections.abc import Callable
 
 from .cores import available_cores
 
@@ -94,12 +95,18 @@ def use_fixed_mmap_threshold() -> None:
 
 def _mallopt(parameter: int, value: int) -> bool:
     """glibc's `mallopt`; False where it refused or where the C library has none."""
+    mallopt = _c_function("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and mallopt(parameter, value) == 1
+
+
+def _c_function(name: str, *argtypes: type) -> Callable[..., int] | None:
+    """A function of the C library this process runs on, or None where it has none."""
     try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
+        function = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
-        return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return mallopt(parameter, value) == 1
+        return None
+    function.argtypes = argtypes
+    return function
 
 
 def use_transient_blas_buffers() -> None:
@@ -131,12 +138,8 @@ def keep_huge_pages_to_the_weights() -> None:
     loaded into while what requests allocate later stays in 4 kB pages, which a trim
     gives back for good. Not on a system without `prctl` (anything but Linux).
     """
-    try:
-        prctl = ctypes.CDLL(None).prctl
-    except (AttributeError, OSError):
-        return
-    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
-    if prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+    prctl = _c_function("prctl", ctypes.c_int, *[ctypes.c_ulong] * 4)
+    if prctl is not None and prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
         _LOGGER.debug("prctl(PR_SET_THP_DISABLE) was refused: huge pages stay on")
 
 
@@ -147,9 +150,6 @@ def return_free_heap() -> None:
     faster form is made from them (see model/pocket_tts.py), and frees them: glibc keeps such
     space for the process's next allocations. Without a C library that trims, nothing.
     """
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return
-    trim.argtypes = (ctypes.c_size_t,)
-    trim(0)
+    trim = _c_function("malloc_trim", ctypes.c_size_t)
+    if trim is not None:
+        trim(0)
