@@ -10,8 +10,10 @@ playback needs it, beside a worker whose frames come when the test says.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 from functools import partial
 
 import numpy as np
@@ -90,6 +92,67 @@ def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
     try:
         asyncio.run(scenario())
     finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("hang_up", [False, True], ids=["heard to the end", "hung up"])
+def test_a_finished_connection_is_freed_without_the_garbage_collector(model, voice, hang_up):
+    """Reference counting alone frees a connection's handler and its job once it ends,
+    however it ends: a job holds a stream's decoder state, and waiting for a full
+    collection would keep megabytes of it for each connection an idle server served."""
+    source = VoiceSource(name="test", path=None, kind=VoiceKind.STATE, description="test voice")
+    voices = VoiceStore(
+        sources=lambda: {"test": source}, load=lambda _: voice, default_voice="test", max_loaded=1
+    )
+    worker = SynthesisWorker(Synthesizer(model))
+    left: list[weakref.ref] = []
+
+    class WatchedWorker:
+        def submit(self, *args, **kwargs):
+            job = worker.submit(*args, **kwargs)
+            left.append(weakref.ref(job))
+            return job
+
+    handler = partial(
+        PocketTTSEventHandler, info=Info, voices=voices, worker=WatchedWorker(),
+        settings=HandlerSettings(sample_rate=model.sample_rate, options=GenerationOptions(
+            max_frames_per_chunk=12)),
+    )
+
+    async def scenario() -> None:
+        async def serve(reader, writer):
+            connection = handler(reader, writer)
+            left.append(weakref.ref(connection))
+            await connection.run()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            client = AsyncTcpClient("127.0.0.1", port)
+            await client.connect()
+            await client.write_event(Synthesize(text=LONG_TEXT).event())
+            event = await client.read_event()
+            while not hang_up and not AudioStop.is_type(event.type):
+                event = await client.read_event()
+            await client.disconnect()
+            await _until(lambda: worker.active_jobs == 0 and len(left) == 2)
+            deadline = time.monotonic() + 5  # the server's side may still be closing
+            while (survivors := [type(ref()).__name__ for ref in left if ref() is not None]):
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.01)
+            assert survivors == []
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    gc.collect()
+    gc.disable()
+    worker.start()
+    try:
+        asyncio.run(scenario())
+    finally:
+        gc.enable()
         worker.close()
 
 

@@ -225,6 +225,11 @@ class PocketTTSEventHandler(AsyncEventHandler):
             _LOGGER.exception("%s: closing the connection after an internal error", self.peer)
         finally:
             await self._end(finish=self._closing or (at_eof and self._settings.finish_on_eof))
+            # A cancelled task keeps its exception, whose traceback holds this handler
+            # (and the job and voice its frames were using): without these references
+            # they would wait for a full garbage collection, which an idle server
+            # seldom makes.
+            self._speaker = self._reading = self._job = None
             self.writer.close()
             _LOGGER.debug("%s: disconnected", self.peer)
 
@@ -515,7 +520,10 @@ class PocketTTSEventHandler(AsyncEventHandler):
         loop = report.loop
         ready = self._ready
         ready.clear()
-        abandoned = False  # cancelled before its end: the worker is yet to drop it
+        # The job when it was cancelled before its end, until the worker has dropped it.
+        # Only then does `woken` refer to the job, which holds `wake`: a cycle of
+        # references would keep both for the garbage collector.
+        abandoned: SynthesisJob | None = None
 
         def wake() -> None:  # called on the worker thread
             try:
@@ -524,9 +532,11 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 pass
 
         def woken() -> None:
+            nonlocal abandoned
             ready.set()
-            if abandoned and job.done:  # said once: a job ends once
+            if abandoned is not None and abandoned.done:  # said once: a job ends once
                 _LOGGER.debug("%s: the worker has dropped the cancelled synthesis", self.peer)
+                abandoned = None
 
         rate = self._settings.sample_rate
         samples = 0
@@ -557,7 +567,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 if finished:
                     break
         finally:
-            abandoned = not job.done
+            abandoned = None if job.done else job
             job.cancel()  # a no-op when finished; stops the worker when we were cancelled
             self._job = None
         if job.error is not None and not self._closing:

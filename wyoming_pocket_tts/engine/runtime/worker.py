@@ -259,13 +259,8 @@ class SynthesisWorker:
     def _generate(self) -> None:
         use_long_time_slices()  # before its OpenMP workers start: they inherit it
         use_cores(self.threads_per_stage, serial_blas=True)
-        while (plan := self._next_step()) is not None:
-            with intra_op_threads(self.prompt_threads if plan.taking_turns else None):
-                self._finish_decoder_calls()
-                for group in plan.groups:
-                    self._advance(group, plan.taking_turns)
-                if plan.taking_turns:
-                    self._decode_in_turn(everything=plan.idle)
+        while self._generator_round():
+            pass
         self._finish_decoder_calls()
         with self._wake:
             for job in self._jobs:
@@ -273,6 +268,21 @@ class SynthesisWorker:
                 self._decode_queue.append(_Entry(job, None))
             self._jobs.clear()
             self._wake.notify_all()
+
+    def _generator_round(self) -> bool:
+        """Carry out the policy's next plan; False once closing. A round in a call of its
+        own: the jobs its plan names go with it, and a finished request's job (its
+        decoder state, voice and connection) is not kept while the thread waits."""
+        plan = self._next_step()
+        if plan is None:
+            return False
+        with intra_op_threads(self.prompt_threads if plan.taking_turns else None):
+            self._finish_decoder_calls()
+            for group in plan.groups:
+                self._advance(group, plan.taking_turns)
+            if plan.taking_turns:
+                self._decode_in_turn(everything=plan.idle)
+        return True
 
     def _next_step(self) -> StepPlan | None:
         """The policy's next round for this thread, once it has one; None once closing.
@@ -413,16 +423,23 @@ class SynthesisWorker:
         """Decode side by side; once the worker closes, finish whatever is still queued."""
         use_long_time_slices()
         use_cores(self.threads_per_stage, serial_blas=True)
-        while True:
-            with self._wake:
-                while not self.policy.decoder_has_work(view := self._view()):
-                    self._wake.wait()
-                if not self._decode_queue:
-                    return  # closing, and nothing left to finish
-                batch = self._take_entries(
-                    self.policy.decode_batch(view, self.policy.decode_frames_per_job)
-                )
-            self._decode_batch(batch, GENERATOR_TAIL_LAYERS)
+        while self._decoder_round():
+            pass
+
+    def _decoder_round(self) -> bool:
+        """Make the decoder thread's next call; False once closing with nothing left. A
+        call of its own, for the same reason as `_generator_round`."""
+        with self._wake:
+            while not self.policy.decoder_has_work(view := self._view()):
+                del view  # its jobs may end meanwhile
+                self._wake.wait()
+            if not self._decode_queue:
+                return False  # closing, and nothing left to finish
+            batch = self._take_entries(
+                self.policy.decode_batch(view, self.policy.decode_frames_per_job)
+            )
+        self._decode_batch(batch, GENERATOR_TAIL_LAYERS)
+        return True
 
     # -- decoding, on either thread -----------------------------------------------
 
