@@ -153,6 +153,32 @@ def test_decoder_convolutions_take_a_few_frames_per_call(model):
     torch.testing.assert_close(batched, torch.cat(frame_by_frame), atol=1e-5, rtol=0)
 
 
+def test_how_frames_are_grouped_into_calls_changes_no_sample(model):
+    """A stream's audio is the same to the bit whether its frames are decoded one a call,
+    several a call or beside other streams: the worker groups them by the load of the
+    moment, and a text must still give the same samples. On one thread: oneDNN may
+    split the sums of a layer this small between threads."""
+    from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
+
+    mimi = model.mimi
+    latents = torch.randn(3, 9, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(4))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            state = mimi.new_decoder_state()
+            one_a_call = torch.cat([mimi.decode(latents[:1, i : i + 1], state) for i in range(9)], -1)
+            state = mimi.new_decoder_state()
+            uneven = torch.cat(
+                [mimi.decode(latents[:1, a:b], state) for a, b in ((0, 2), (2, 7), (7, 9))], -1
+            )
+            together = mimi.decode(latents, DecoderBatch([mimi.new_decoder_state() for _ in range(3)]))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(uneven, one_a_call)
+    assert torch.equal(together[:1], one_a_call)
+
+
 def test_a_mimi_call_finished_after_the_next_one_began_sounds_the_same(model):
     """The worker's generator thread runs the decoder's last layers of a call while the
     decoder thread starts the next one: the halves share no state, so the audio is

@@ -84,6 +84,16 @@ class ServerProcess:
             return self.process.wait()
 
 
+def on_cores(cores: set[int]) -> tuple[str, ...]:
+    """What Python runs for `-m wyoming_pocket_tts`, on `cores` only: the process sets
+    its own affinity before anything reads it."""
+    script = (
+        f"import os, runpy; os.sched_setaffinity(0, {sorted(cores)!r}); "
+        "runpy.run_module('wyoming_pocket_tts', run_name='__main__', alter_sys=True)"
+    )
+    return ("-c", script)
+
+
 def launch(
     directory: Path,
     model: BuiltModel,
@@ -94,7 +104,7 @@ def launch(
     program: tuple[str, ...] = ("-m", "wyoming_pocket_tts"),
 ) -> ServerProcess:
     """Start the server; `program` is what Python runs (a script that wraps the
-    server's `run`, to inject a fault)."""
+    server's `run`, to inject a fault, or `on_cores`)."""
     directory.mkdir(parents=True, exist_ok=True)
     port = None if stdio else free_port()
     uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"

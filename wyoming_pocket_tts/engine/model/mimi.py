@@ -188,7 +188,14 @@ class CausalConv1d(nn.Module):
 
 
 class CausalConvTranspose1d(nn.Module):
-    """ConvTranspose1d that emits only finished samples and keeps the overlap for later."""
+    """ConvTranspose1d that emits only finished samples and keeps the overlap for later.
+
+    A call over several frames transforms each frame on its own (the frames as a batch)
+    and adds the overlaps between them here, as between two calls. Summed inside the
+    kernel instead, they would be rounded otherwise than across calls, and the audio
+    would depend on how many frames a call decodes, which follows the load. Needs an
+    overlap no longer than a frame's output (Mimi's kernels are twice their stride).
+    """
 
     def __init__(
         self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
@@ -198,22 +205,32 @@ class CausalConvTranspose1d(nn.Module):
         self.convtr = nn.ConvTranspose1d(
             in_channels, out_channels, kernel_size, stride, groups=groups, bias=bias
         )
+        self.stride = stride
         self.overlap = kernel_size - stride
+        if self.overlap > stride:
+            raise ValueError("a streaming transposed convolution's overlap exceeds its stride")
+        self.steps_per_frame = 1  # input steps a frame of audio has here, set by Mimi
         self.state_slot = -1
 
     def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
-        y = self.convtr(x)
-        if self.overlap <= 0:
-            return y
-        if state is not None:
-            # Nothing is pending on a stream's first call.
-            overlap = y[..., : self.overlap]
-            overlap += state.history(self.state_slot, overlap, torch.zeros_like)
-            # The bias is added again when the next call's output covers these samples.
-            tail = y[..., -self.overlap :]
-            bias = self.convtr.bias
-            state.keep(self.state_slot, tail if bias is None else tail - bias[:, None])
-        return y[..., : -self.overlap]
+        batch, _, steps = x.shape
+        frames = steps // self.steps_per_frame
+        # [B, C, T] as B*F inputs of a frame each, and the output as [B, F, time, C].
+        per_frame = x.transpose(1, 2).unflatten(1, (frames, -1)).flatten(0, 1).transpose(1, 2)
+        y = self.convtr(per_frame).unflatten(0, (batch, frames)).transpose(2, 3)
+        length = y.shape[2] - self.overlap
+        heads, tails = y[:, :, :length], y[:, :, length:]
+        bias = self.convtr.bias
+        if bias is not None:  # every frame's output carries it, and the sum only once
+            tails = tails - bias
+        if state is None:
+            pending = tails.new_zeros(batch, self.overlap, tails.shape[-1])
+        else:
+            pending = state.history(self.state_slot, tails[:, 0], torch.zeros_like)
+            state.keep(self.state_slot, tails[:, -1])
+        # The start of frame f: its own output plus the end of frame f - 1's.
+        heads[:, :, : self.overlap] += torch.cat([pending.unsqueeze(1), tails[:, :-1]], dim=1)
+        return heads.flatten(1, 2).transpose(1, 2)
 
 
 class ResidualUnit(nn.Module):
@@ -382,6 +399,11 @@ class Mimi(nn.Module):
             groups=upsample_width, bias=False,
         )
         self._decoder_convs = _numbered_convs([self.upsample.convtr, *self.decoder.modules()])
+        steps = 1  # a latent frame is one step at the upsampling's input
+        for convtr in [self.upsample.convtr, *self.decoder.modules()]:
+            if isinstance(convtr, CausalConvTranspose1d):
+                convtr.steps_per_frame = steps
+                steps *= convtr.stride
         self._encoder_convs = _numbered_convs([*self.encoder.modules(), self.downsample.conv])
 
     def new_decoder_state(self, batch: int = 1) -> DecoderState:
