@@ -54,20 +54,37 @@ async def _until(condition, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
+def _handler_beside(worker, voice, sample_rate: int = 24000, options=None, quantized=False):
+    """A handler factory beside `worker`, with one voice, `test`, loaded as `voice`."""
     source = VoiceSource(name="test", path=None, kind=VoiceKind.STATE, description="test voice")
     voices = VoiceStore(
         sources=lambda: {"test": source}, load=lambda _: voice, default_voice="test", max_loaded=1
     )
+    return partial(
+        PocketTTSEventHandler, info=Info, voices=voices, worker=worker,
+        settings=HandlerSettings(sample_rate=sample_rate, options=options, quantized=quantized),
+    )
+
+
+async def _ask_and_hang_up(port: int, events: int | None) -> None:
+    """Ask for a long text and hang up after `events` events (None: after its AudioStop)."""
+    client = AsyncTcpClient("127.0.0.1", port)
+    await client.connect()
+    await client.write_event(Synthesize(text=LONG_TEXT).event())
+    heard = 0
+    while True:
+        event = await client.read_event()
+        assert event is not None
+        heard += 1
+        if heard == events or (events is None and AudioStop.is_type(event.type)):
+            break
+    await client.disconnect()
+
+
+def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
     worker = SynthesisWorker(Synthesizer(model))
     recording = RecordingWorker(worker)
-    handler = partial(
-        PocketTTSEventHandler,
-        info=Info,
-        voices=voices,
-        worker=recording,
-        settings=HandlerSettings(sample_rate=model.sample_rate, options=GenerationOptions()),
-    )
+    handler = _handler_beside(recording, voice, model.sample_rate, GenerationOptions())
 
     async def scenario() -> None:
         async def serve(reader, writer):
@@ -76,12 +93,7 @@ def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:
-            client = AsyncTcpClient("127.0.0.1", port)
-            await client.connect()
-            await client.write_event(Synthesize(text=LONG_TEXT).event())
-            for _ in range(3):  # AudioStart and the first chunks
-                assert await client.read_event() is not None
-            await client.disconnect()
+            await _ask_and_hang_up(port, 3)  # AudioStart and the first chunks
             await _until(lambda: recording.jobs and recording.jobs[0].cancelled)
             await _until(lambda: worker.active_jobs == 0)
         finally:
@@ -100,10 +112,6 @@ def test_a_finished_connection_is_freed_without_the_garbage_collector(model, voi
     """Reference counting alone frees a connection's handler and its job once it ends,
     however it ends: a job holds a stream's decoder state, and waiting for a full
     collection would keep megabytes of it for each connection an idle server served."""
-    source = VoiceSource(name="test", path=None, kind=VoiceKind.STATE, description="test voice")
-    voices = VoiceStore(
-        sources=lambda: {"test": source}, load=lambda _: voice, default_voice="test", max_loaded=1
-    )
     worker = SynthesisWorker(Synthesizer(model))
     left: list[weakref.ref] = []
 
@@ -113,10 +121,8 @@ def test_a_finished_connection_is_freed_without_the_garbage_collector(model, voi
             left.append(weakref.ref(job))
             return job
 
-    handler = partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=WatchedWorker(),
-        settings=HandlerSettings(sample_rate=model.sample_rate, options=GenerationOptions(
-            max_frames_per_chunk=12)),
+    handler = _handler_beside(
+        WatchedWorker(), voice, model.sample_rate, GenerationOptions(max_frames_per_chunk=12)
     )
 
     async def scenario() -> None:
@@ -128,13 +134,7 @@ def test_a_finished_connection_is_freed_without_the_garbage_collector(model, voi
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:
-            client = AsyncTcpClient("127.0.0.1", port)
-            await client.connect()
-            await client.write_event(Synthesize(text=LONG_TEXT).event())
-            event = await client.read_event()
-            while not hang_up and not AudioStop.is_type(event.type):
-                event = await client.read_event()
-            await client.disconnect()
+            await _ask_and_hang_up(port, 1 if hang_up else None)
             await _until(lambda: worker.active_jobs == 0 and len(left) == 2)
             deadline = time.monotonic() + 5  # the server's side may still be closing
             while (survivors := [type(ref()).__name__ for ref in left if ref() is not None]):
@@ -202,14 +202,7 @@ class PacedWorker:
 def _speak_once(worker, quantized: bool = False, voice=None, options=None) -> None:
     """One Synthesize through a handler beside `worker`, read to its AudioStop (the
     voice and options are passed to the worker as they are)."""
-    voices = VoiceStore(
-        sources=lambda: {"test": VoiceSource("test", None, VoiceKind.STATE, "test voice")},
-        load=lambda _: voice, default_voice="test", max_loaded=1,
-    )
-    handler = partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=worker,
-        settings=HandlerSettings(sample_rate=24000, options=options, quantized=quantized),
-    )
+    handler = _handler_beside(worker, voice, options=options, quantized=quantized)
 
     async def scenario() -> None:
         async def serve(reader, writer):
