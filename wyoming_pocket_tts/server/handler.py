@@ -229,7 +229,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
             # (and the job and voice its frames were using): without these references
             # they would wait for a full garbage collection, which an idle server
             # seldom makes.
-            self._speaker = self._reading = self._job = None
+            self._speaker = self._reading = None
             self.writer.close()
             _LOGGER.debug("%s: disconnected", self.peer)
 

@@ -400,7 +400,7 @@ class Mimi(nn.Module):
         )
         self._decoder_convs = _numbered_convs([self.upsample.convtr, *self.decoder.modules()])
         steps = 1  # a latent frame is one step at the upsampling's input
-        for convtr in [self.upsample.convtr, *self.decoder.modules()]:
+        for convtr in self._decoder_convs:
             if isinstance(convtr, CausalConvTranspose1d):
                 convtr.steps_per_frame = steps
                 steps *= convtr.stride
