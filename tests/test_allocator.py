@@ -97,7 +97,9 @@ def test_the_server_sets_up_its_process_before_it_loads(monkeypatch, quantize):
     from wyoming_pocket_tts.commands import serve
 
     events = []
-    monkeypatch.setattr(serve, "prepare_process", lambda quantized: events.append(quantized))
+    monkeypatch.setattr(
+        serve, "prepare_process", lambda quantized, threads: events.append(quantized)
+    )
 
     def resolve_model(options):
         events.append(("resolve", options.quantize))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.contention import SetContention
+from tests.support.engine_calls import record_decodes, record_threads_of_steps
 from tests.support.threads import on_new_thread
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
@@ -26,6 +29,9 @@ from wyoming_pocket_tts.engine.runtime.policy import (
 from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
+# These tests run on cores no other program uses (tests/test_contention.py: busy ones),
+# whatever else the machine is doing.
+QuietWorker = functools.partial(SynthesisWorker, contention=SetContention(busy=False))
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
 TEXTS = [
     "Turn on the kitchen light.",
@@ -47,7 +53,7 @@ both_ways = pytest.mark.parametrize("take_turns", [False, True], ids=["side-by-s
 def test_concurrent_jobs_sound_as_if_alone(model, voice, take_turns):
     """Batching several requests in one FlowLM pass leaves each one's audio unchanged."""
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in TEXTS]
-    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
+    with QuietWorker(Synthesizer(model), take_turns=take_turns) as worker:
         jobs = [worker.submit(voice, text, OPTIONS) for text in TEXTS]
         together = [np.concatenate(list(job.frames())) for job in jobs]
     for expected, actual in zip(alone, together, strict=True):
@@ -58,7 +64,7 @@ def test_concurrent_jobs_sound_as_if_alone(model, voice, take_turns):
 @both_ways
 def test_short_request_is_not_stuck_behind_a_long_one(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
-    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
+    with QuietWorker(Synthesizer(model), take_turns=take_turns) as worker:
         long_job = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: long_job.samples > 0)
         short_job = worker.submit(voice, "Hi.", OPTIONS)
@@ -73,7 +79,7 @@ def test_short_request_is_not_stuck_behind_a_long_one(model, voice, take_turns):
 @both_ways
 def test_slow_reader_bounds_buffered_audio(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 4)
-    with SynthesisWorker(
+    with QuietWorker(
         Synthesizer(model), max_buffered_frames=4, take_turns=take_turns
     ) as worker:
         job = worker.submit(voice, long_text, OPTIONS)
@@ -95,7 +101,7 @@ def test_taking_frames_resumes_a_job_held_for_its_full_backlog(
     worker's idle recheck, here a minute, never comes into it."""
     monkeypatch.setattr(worker_module, "IDLE_RECHECK_S", 60.0)
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 2)
-    with SynthesisWorker(
+    with QuietWorker(
         Synthesizer(model), max_buffered_frames=2, take_turns=take_turns
     ) as worker:
         job = worker.submit(voice, long_text, OPTIONS)
@@ -110,7 +116,7 @@ def test_taking_frames_resumes_a_job_held_for_its_full_backlog(
 @both_ways
 def test_cancelled_job_ends_and_worker_goes_idle(model, voice, take_turns):
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
-    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
+    with QuietWorker(Synthesizer(model), take_turns=take_turns) as worker:
         job = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: job.samples > 0)
         job.cancel()
@@ -121,7 +127,7 @@ def test_cancelled_job_ends_and_worker_goes_idle(model, voice, take_turns):
 
 @both_ways
 def test_reused_worker_after_errors_keeps_serving(model, voice, take_turns):
-    with SynthesisWorker(Synthesizer(model), take_turns=take_turns) as worker:
+    with QuietWorker(Synthesizer(model), take_turns=take_turns) as worker:
         with pytest.raises(Exception, match="empty"):
             worker.submit(voice, "   ", OPTIONS)
         job = worker.submit(voice, "Still here.", OPTIONS)
@@ -145,7 +151,7 @@ def test_a_slow_decoder_gets_runs_of_every_job_and_each_sounds_as_if_alone(
     monkeypatch.setattr(synthesizer, "start_decoding", slow_decode)
     options = dataclasses.replace(OPTIONS, max_frames_per_chunk=40)  # past the first lead
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, options))) for t in TEXTS]
-    with SynthesisWorker(
+    with QuietWorker(
         synthesizer, max_buffered_frames=8, prompt_threads=2, threads_per_stage=1,
         take_turns=False
     ) as worker:
@@ -173,7 +179,7 @@ def test_side_by_side_the_generator_finishes_the_decoders_calls(model, voice, mo
     monkeypatch.setattr(synthesizer, "finish_decoding", recording_finish)
     options = dataclasses.replace(OPTIONS, max_frames_per_chunk=24)
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, options))) for t in TEXTS]
-    with SynthesisWorker(synthesizer, take_turns=False) as worker:
+    with QuietWorker(synthesizer, take_turns=False) as worker:
         jobs = [worker.submit(voice, text, options) for text in TEXTS]
         with ThreadPoolExecutor(len(jobs)) as listeners:
             together = list(listeners.map(lambda job: np.concatenate(list(job.frames())), jobs))
@@ -181,32 +187,6 @@ def test_side_by_side_the_generator_finishes_the_decoders_calls(model, voice, mo
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
     tails = {name for name, layers in finished_on if layers == GENERATOR_TAIL_LAYERS}
     assert tails == {"flowlm"}
-
-
-def record_threads_of_steps(model, monkeypatch) -> list[tuple[bool, int]]:
-    """Each FlowLM step from now on: (whether it fed a text prompt, torch's thread count)."""
-    seen = []
-    step = model.flow_lm.step
-
-    def recording_step(latents, caches, prefix=None):
-        seen.append((prefix is not None, torch.get_num_threads()))
-        return step(latents, caches, prefix)
-
-    monkeypatch.setattr(model.flow_lm, "step", recording_step)
-    return seen
-
-
-def record_decodes(synthesizer, monkeypatch) -> list[tuple[str, int, int]]:
-    """Each Mimi call from now on: (thread name, torch's thread count, frames)."""
-    seen = []
-    start_decoding = synthesizer.start_decoding
-
-    def recording_decode(frames, tail_layers=0):
-        seen.append((threading.current_thread().name, torch.get_num_threads(), len(frames)))
-        return start_decoding(frames, tail_layers)
-
-    monkeypatch.setattr(synthesizer, "start_decoding", recording_decode)
-    return seen
 
 
 @pytest.mark.parametrize(("cores", "per_stage"), [(2, 1), (3, 1), (4, 2)])
@@ -222,7 +202,7 @@ def test_text_prompt_and_first_frame_get_every_core_on_an_idle_engine(
     decodes = record_decodes(synthesizer, monkeypatch)
     callers_count = torch.get_num_threads()
     try:
-        with SynthesisWorker(synthesizer, take_turns=False) as worker:
+        with QuietWorker(synthesizer, take_turns=False) as worker:
             on_new_thread(lambda: torch.set_num_threads(5))
             assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
     finally:
@@ -264,7 +244,7 @@ def test_a_new_request_is_heard_while_the_decoder_works_and_keeps_one_core(
         return start_decoding(frames, tail_layers)
 
     monkeypatch.setattr(synthesizer, "start_decoding", held_decode)
-    with SynthesisWorker(
+    with QuietWorker(
         synthesizer, prompt_threads=3, threads_per_stage=1, take_turns=False
     ) as worker:
         first = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
@@ -317,7 +297,7 @@ def test_a_request_beyond_the_turns_gets_every_core_before_the_queued_frames(
     monkeypatch.setattr(model.flow_lm, "step", recording_step)
     monkeypatch.setattr(synthesizer, "start_decoding", recording_decode)
     long_text = " ".join(["The quick brown fox jumps over the lazy dog."] * 3)
-    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
+    with QuietWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         first = worker.submit(voice, long_text, OPTIONS)
         wait_until(lambda: first.backlog >= 3)  # the first frame heard, two queued
         armed.set()
@@ -357,7 +337,7 @@ def test_taking_turns_decodes_on_every_core_in_runs_while_the_listener_has_audio
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
+    with QuietWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         audio = np.concatenate(list(worker.stream(voice, text, OPTIONS)))
     np.testing.assert_allclose(audio, expected, atol=1e-4, rtol=0)
     assert {threads for _, threads in seen} == {3}
@@ -382,7 +362,7 @@ def test_a_few_jobs_take_turns_too(model, voice, monkeypatch):
     seen = record_threads_of_steps(model, monkeypatch)
     synthesizer = Synthesizer(model)
     decodes = record_decodes(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
+    with QuietWorker(synthesizer, prompt_threads=3, policy=policy) as worker:
         jobs = [worker.submit(voice, text, OPTIONS) for text in texts]
         together = [np.concatenate(list(job.frames())) for job in jobs]
     for expected, actual in zip(alone, together, strict=True):
@@ -404,7 +384,7 @@ def test_taking_turns_hands_over_to_the_decoder_thread_beyond_turn_max_jobs(
     decodes = record_decodes(synthesizer, monkeypatch)
     texts = [" ".join(["The quick brown fox jumps over the lazy dog."] * 3), "Good morning!"]
     alone = [np.concatenate(list(Synthesizer(model).stream(voice, t, OPTIONS))) for t in texts]
-    with SynthesisWorker(synthesizer, policy=policy) as worker:
+    with QuietWorker(synthesizer, policy=policy) as worker:
         first = worker.submit(voice, texts[0], OPTIONS)
         wait_until(lambda: first.samples > 0)
         second = worker.submit(voice, texts[1], OPTIONS)
@@ -430,7 +410,7 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
 
     policy = CountingPolicy(**dataclasses.asdict(turns_policy(min_lead_seconds=-math.inf)))
     text = "The front door is locked, and the garage is closed. " * 3
-    with SynthesisWorker(Synthesizer(model), policy=policy) as worker:
+    with QuietWorker(Synthesizer(model), policy=policy) as worker:
         frames = len(list(worker.stream(voice, text, OPTIONS)))
     assert frames > 4 * TURN_RUN_FRAMES
     # Woken by the start and the end, and by frames taken while the generator waits.
@@ -438,7 +418,7 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
 
 
 def test_a_worker_that_is_not_running_refuses_a_text_instead_of_never_answering(model, voice):
-    worker = SynthesisWorker(Synthesizer(model))
+    worker = QuietWorker(Synthesizer(model))
     with pytest.raises(RuntimeError, match="not running"):
         worker.submit(voice, "Hello.")
     worker.start()
@@ -469,7 +449,7 @@ def test_after_a_first_frame_the_next_step_waits_until_it_is_passed_on(
     monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 60.0)
     synthesizer = Synthesizer(model)
     steps = count_steps(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer, take_turns=take_turns) as worker:
+    with QuietWorker(synthesizer, take_turns=take_turns) as worker:
         job = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
         wait_until(lambda: job.samples > 0)
         held = len(steps)
@@ -486,7 +466,7 @@ def test_a_first_frame_nobody_passes_on_holds_the_next_step_only_so_long(
     monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 0.2)
     synthesizer = Synthesizer(model)
     steps = count_steps(synthesizer, monkeypatch)
-    with SynthesisWorker(synthesizer) as worker:
+    with QuietWorker(synthesizer) as worker:
         job = worker.submit(voice, "Turn on the kitchen light.", OPTIONS)
         wait_until(lambda: job.samples > 0)
         first_heard = job.first_audio_at
@@ -502,6 +482,6 @@ def test_a_thread_reading_frames_passes_each_on_when_it_comes_back_for_more(
 ):
     monkeypatch.setattr(worker_module, "FIRST_FRAME_HANDOVER_S", 60.0)
     started = time.monotonic()
-    with SynthesisWorker(Synthesizer(model)) as worker:
+    with QuietWorker(Synthesizer(model)) as worker:
         assert sum(frame.shape[0] for frame in worker.stream(voice, "Hi.", OPTIONS)) > 0
     assert time.monotonic() - started < 30

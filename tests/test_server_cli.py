@@ -202,7 +202,7 @@ def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
     skipped: it would change this process's environment for later tests' servers.
     """
     monkeypatch.setattr(serve, "_run_server", serving)
-    monkeypatch.setattr(serve, "prepare_process", lambda quantized: None)
+    monkeypatch.setattr(serve, "prepare_process", lambda quantized, threads: None)
     args = parse(
         ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
          "--download-dir", str(tmp_path), "--local-files-only"],

@@ -119,6 +119,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds of silence after each sentence (default: %(default)s)",
     )
     add_quantize_argument(parser)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="use at most N cores, for a host whose other programs must come first "
+        "(default: every core, and one a stage while other programs are busy on them)",
+    )
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -226,13 +233,17 @@ def main(args: argparse.Namespace) -> int:
     if not 0 <= args.sentence_silence <= MAX_SENTENCE_SILENCE:
         _LOGGER.error("--sentence-silence must be between 0 and %s seconds", MAX_SENTENCE_SILENCE)
         return 2
+    if args.threads is not None and args.threads <= 0:
+        _LOGGER.error("--threads must be above 0")
+        return 2
     for option in (
         "max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout", "stream_timeout"
     ):
         if getattr(args, option) <= 0:
             _LOGGER.error("--%s must be above 0", option.replace("_", "-"))
             return 2
-    prepare_process(quantized=args.quantize)  # before torch is imported or threads start
+    # Before torch is imported or threads start.
+    prepare_process(quantized=args.quantize, threads=args.threads)
     try:
         served = resolve.resolve_model(
             model_options(args, languages=args.language, voices_dir=args.voices_dir)

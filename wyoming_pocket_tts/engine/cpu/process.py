@@ -21,6 +21,7 @@ from .allocator import (
     use_huge_pages,
     use_transient_blas_buffers,
 )
+from .cores import limit_cores
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -32,11 +33,12 @@ PRIMITIVE_CACHE_CAPACITY = "128"
 PRIMITIVE_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
 
-def prepare_process(*, quantized: bool) -> None:
+def prepare_process(*, quantized: bool, threads: int | None = None) -> None:
     """Set up this process for serving a model: MKL frees its work buffers, large
-    tensors go in 2 MB pages, oneDNN's kernel caches are bounded, and the C heap is
-    chosen for a float32 or an int8 (`quantized`) model. Settings already in the
-    environment are kept.
+    tensors go in 2 MB pages, oneDNN's kernel caches are bounded, the C heap is
+    chosen for a float32 or an int8 (`quantized`) model, and at most `threads` cores
+    are used (None: every core it may run on). Settings already in the environment
+    are kept.
 
     Call before importing torch (importing this package's command modules does not)
     and before starting threads; a call after torch was imported logs a warning,
@@ -48,6 +50,7 @@ def prepare_process(*, quantized: bool) -> None:
             "(set %s=1 in the environment, or set up before importing torch)",
             MKL_BUFFERS_VARIABLE,
         )
+    limit_cores(threads)
     use_transient_blas_buffers()
     use_huge_pages()
     for variable in PRIMITIVE_CACHE_VARIABLES:

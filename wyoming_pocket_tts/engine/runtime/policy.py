@@ -19,6 +19,9 @@ The decisions, in short:
   for a run of frames of every job unless some audio is needed now, and leaves its
   calls' last layers to the generator thread, which has time to spare when Mimi is
   the bound.
+* While other programs use our cores (`WorkerView.contended`), every operator runs on
+  one thread and the stages side by side: an operator shared out waits at each of its
+  barriers for a thread the neighbours preempted (see cpu/contention.py).
 * What a new request's listener waits for (its text prompt's pass, then the
   decoding of its first frame) runs on the generator thread before anything else and
   on every core, and the decoder starts no call meanwhile unless another listener
@@ -132,6 +135,7 @@ class WorkerView:
     in_decoding: frozenset[Hashable] = frozenset()  # jobs a thread is decoding now
     generator_waiting: bool = False  # the generator thread can step no job
     closing: bool = False
+    contended: bool = False  # other programs use our cores: every operator on one thread
 
     @cached_property
     def decodable(self) -> dict[Hashable, JobView]:
@@ -195,13 +199,14 @@ class BatchingPolicy:
     decode_frames_per_job: int = DECODE_FRAMES_PER_JOB
     turn_run_frames: int = TURN_RUN_FRAMES
     min_lead_seconds: float = MIN_LEAD_SECONDS
+    one_core: bool = False  # the worker may use one core: the stages always take turns
 
     @classmethod
     def for_cpu(
         cls, quantized: bool, take_turns: bool | None = None,
-        max_buffered_frames: int | None = None, max_batch: int = 8,
+        max_buffered_frames: int | None = None, max_batch: int = 8, one_core: bool = False,
     ) -> BatchingPolicy:
-        """This CPU's defaults; `take_turns` forces either way."""
+        """This CPU's defaults; `take_turns` forces either way (`one_core`: always)."""
         defaults = cpu_defaults(quantized)
         turn_max_jobs = (
             defaults.max_jobs if take_turns is None else TURN_MAX_JOBS if take_turns else 0
@@ -212,13 +217,21 @@ class BatchingPolicy:
             # Bounds a slow reader, and holds a job alone's run waiting for Mimi.
             max_buffered_frames=max_buffered_frames or defaults.call_frames,
             max_batch=max_batch,
+            one_core=one_core,
         )
 
     # The generator thread -----------------------------------------------------------
 
     def taking_turns(self, view: WorkerView) -> bool:
-        """Whether the stages take turns on the generator thread's cores now."""
-        return self.turn_max_jobs > 0 and len(view.jobs) <= self.turn_max_jobs
+        """Whether the stages take turns on the generator thread's cores now. Never
+        while the cores are contended, unless the worker has only one: turns gain by
+        sharing out each operator, which then costs far more than it gains."""
+        if self.one_core:
+            return True
+        return (
+            not view.contended and self.turn_max_jobs > 0
+            and len(view.jobs) <= self.turn_max_jobs
+        )
 
     def plan_step(self, view: WorkerView) -> StepPlan:
         """The jobs to step: up to `max_batch` whose backlog has room, in turn order;
@@ -240,7 +253,7 @@ class BatchingPolicy:
 
     def step_on_every_core(self, view: WorkerView, taking_turns: bool) -> bool:
         """Whether a FlowLM step takes every core (else the generator's own share)."""
-        return taking_turns or self.decoder_idle(view)
+        return not view.contended and (taking_turns or self.decoder_idle(view))
 
     def urgent_frames(self, view: WorkerView, made: frozenset[Hashable]) -> UrgentFrames:
         """Of the jobs that just got a frame (`made`), those whose listener cannot wait
@@ -258,7 +271,7 @@ class BatchingPolicy:
             if job.key in made and job.backlog == 0
             and (not job.heard if idle else self.short_of_audio(job))
         )
-        return UrgentFrames(urgent, every_core=idle)
+        return UrgentFrames(urgent, every_core=idle and not view.contended)
 
     def decode_in_turn(self, view: WorkerView, everything: bool) -> tuple[int, ...]:
         """Taking turns: the queue entries the generator thread decodes now (by index;

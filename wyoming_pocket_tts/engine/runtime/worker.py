@@ -27,11 +27,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from ..cpu.allocator import return_free_heap
+from ..cpu.contention import CoreContention
 from ..cpu.cores import available_cores
 from ..cpu.threads import intra_op_threads, use_cores
 from ..cpu.time_slice import use_long_time_slices
@@ -79,6 +80,12 @@ class _Entry(NamedTuple):
 _Delivery = dict[SynthesisJob, list[LatentFrame]]  # one Mimi call's frames, by job
 
 
+class Contention(Protocol):
+    """Tells whether other programs use our cores (`cpu.contention.CoreContention`)."""
+
+    def contended(self) -> bool: ...
+
+
 @dataclass
 class _Call:
     """A Mimi call: its parts (one, or one a job after a batched call failed), each
@@ -95,8 +102,9 @@ class SynthesisWorker:
     `max_buffered_frames` and `max_batch`). Side by side each stage runs on
     `threads_per_stage` cores (default: half of them, so on four no core is left
     idle); what a listener waits for first, and both stages while they take turns,
-    on `prompt_threads` (default: all of them). `heap_trims` says when the generator
-    thread gives the C heap's free pages back (see heap_trims.py).
+    on `prompt_threads` (default: all of them). While `contention` says that other
+    programs use the cores, every operator runs on one thread instead. `heap_trims`
+    says when the generator thread gives the C heap's free pages back (see heap_trims.py).
     """
 
     def __init__(
@@ -106,10 +114,12 @@ class SynthesisWorker:
         policy: BatchingPolicy | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         heap_trims: HeapTrimSchedule | None = None,
+        contention: Contention | None = None,
     ):
         self.synthesizer = synthesizer
         self.policy = policy or BatchingPolicy.for_cpu(
-            synthesizer.model.quantized, take_turns, max_buffered_frames, max_batch
+            synthesizer.model.quantized, take_turns, max_buffered_frames, max_batch,
+            one_core=available_cores() == 1,
         )
         self.threads_per_stage = threads_per_stage or max(1, available_cores() // 2)
         self.prompt_threads = prompt_threads or available_cores()
@@ -125,6 +135,8 @@ class SynthesisWorker:
         self._in_decoding: set[SynthesisJob] = set()
         self._generator_waiting = False  # no job to step: every backlog is full
         self._heap_trims = heap_trims or HeapTrimSchedule()
+        self._contention = contention or CoreContention()
+        self._contended = False  # the last verdict, which the policy's snapshots carry
         # The decoder thread's calls for the generator thread to finish, in order.
         self._unfinished: deque[_Call] = deque()
         self._threads = [
@@ -225,6 +237,7 @@ class SynthesisWorker:
             in_decoding=frozenset(self._in_decoding),
             generator_waiting=self._generator_waiting,
             closing=self._closing,
+            contended=self._contended,
         )
 
     def _run(self, loop: Callable[[], None]) -> None:
@@ -276,7 +289,7 @@ class SynthesisWorker:
         plan = self._next_step()
         if plan is None:
             return False
-        with intra_op_threads(self.prompt_threads if plan.taking_turns else None):
+        with intra_op_threads(self._cores_for(every_core=plan.taking_turns)):
             self._finish_decoder_calls()
             for group in plan.groups:
                 self._advance(group, plan.taking_turns)
@@ -289,6 +302,7 @@ class SynthesisWorker:
         Cancelled jobs leave first."""
         with self._wake:
             while not self._closing:
+                self._note_contention()
                 cancelled = [job for job in self._jobs if job.cancelled]
                 self._queue_for_decoder([self._retire(job) for job in cancelled])
                 if self._heap_trims.due(time.monotonic(), busy=self._holds_work()):
@@ -309,6 +323,22 @@ class SynthesisWorker:
                 self._generator_waiting = False
             return None
 
+    def _note_contention(self) -> None:
+        """Ask whether other programs use the cores (`_wake` held); say when that changes."""
+        contended = self._contention.contended()
+        if contended != self._contended:
+            self._contended = contended
+            _LOGGER.info(
+                "Other programs are using the cores: synthesis runs each operator on one core"
+                if contended else "The cores are free again: synthesis uses every core"
+            )
+
+    def _cores_for(self, every_core: bool) -> int:
+        """Threads for an operator: every core, or a stage's share; one while contended."""
+        if self._contended:
+            return 1
+        return self.prompt_threads if every_core else self.threads_per_stage
+
     def _holds_work(self) -> bool:
         """Some job is active or some audio is still to be decoded (`_wake` held)."""
         return bool(self._jobs or self._decode_queue or self._unfinished or self._in_decoding)
@@ -317,8 +347,7 @@ class SynthesisWorker:
         """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue."""
         with self._wake:
             every_core = self.policy.step_on_every_core(self._view(), turns)
-        threads = self.prompt_threads if every_core else self.threads_per_stage
-        stepped = self._step(list(jobs), threads)
+        stepped = self._step(list(jobs), self._cores_for(every_core))
         decoded = set() if turns else self._decode_urgent_frames(stepped)
         entries = []
         with self._wake:
@@ -387,7 +416,7 @@ class SynthesisWorker:
         delivery = {job: [frame] for job, frame in made.items() if job in urgent.jobs}
         for job in delivery:
             job.frame_made()
-        with intra_op_threads(self.prompt_threads if urgent.every_core else None):
+        with intra_op_threads(self._cores_for(urgent.every_core)):
             first_heard = self._finish_call(self._start_call(delivery, 0))
         self._await_first_frames_passed_on(first_heard)
         return set(delivery)
@@ -438,7 +467,8 @@ class SynthesisWorker:
             batch = self._take_entries(
                 self.policy.decode_batch(view, self.policy.decode_frames_per_job)
             )
-        self._decode_batch(batch, GENERATOR_TAIL_LAYERS)
+        with intra_op_threads(1 if view.contended else None):
+            self._decode_batch(batch, GENERATOR_TAIL_LAYERS)
         return True
 
     # -- decoding, on either thread -----------------------------------------------
