@@ -24,7 +24,8 @@ from wyoming_pocket_tts.engine.errors import (
     VoiceError,
 )
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
 
 def _with_weights(tiny_model: BuiltModel, tmp_path: Path, edit) -> Path:

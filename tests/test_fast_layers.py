@@ -40,7 +40,8 @@ from wyoming_pocket_tts.engine.model.layers import Transformer, TransformerLayer
 from wyoming_pocket_tts.engine.model.mimi import ELU, DecoderBatch
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.policy import default_turn_max_jobs
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 needs_packing = pytest.mark.skipif(not packing_supported(), reason="oneDNN packing unsupported here")

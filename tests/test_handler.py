@@ -26,7 +26,8 @@ from wyoming.tts import Synthesize
 from tests.support.instant import instant_handler
 from wyoming_pocket_tts.engine.errors import TextError
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore

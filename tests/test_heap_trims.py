@@ -12,7 +12,8 @@ import pytest
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.heap_trims import HeapTrimSchedule
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=6)

@@ -163,7 +163,8 @@ def test_thin_model_keeps_every_layer_and_head_at_tiny_widths(
     models_dir: Path, tokenizer_dir: Path, voice_wav: Path
 ) -> None:
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-    from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+    from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     thin = build_model(models_dir / "thin", thin=True, tokenizer_dir=tokenizer_dir)
     config, base = _check_yaml(thin), packaged_config("english_2026-10")

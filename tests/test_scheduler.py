@@ -26,7 +26,8 @@ from wyoming_pocket_tts.engine.runtime.policy import (
     TURN_RUN_FRAMES,
     BatchingPolicy,
 )
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 # These tests run on cores no other program uses (tests/test_contention.py: busy ones),

@@ -12,7 +12,8 @@ import pytest
 from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.engine.model.voice import VoiceState
 from wyoming_pocket_tts.engine.runtime.policy import BatchingPolicy
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)

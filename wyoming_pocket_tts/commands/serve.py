@@ -260,7 +260,8 @@ async def _serve(
 ) -> int:
     # Imported after the process set-up (see `main`): they import torch.
     from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
-    from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+    from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+    from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
     from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     # A recording is encoded on every core, on a thread that ends with it (see

@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str) -> float:
     """Stream the audio into the file; return its duration in seconds."""
-    from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions
+    from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
     from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
     options = GenerationOptions(

@@ -26,6 +26,7 @@ from ..model.mimi import DecoderBatch, DecoderState
 from ..model.pocket_tts import PocketTTS
 from ..model.text import frames_after_eos_for, max_frames_for, prepare_text, split_into_chunks
 from ..model.voice import VoiceState
+from .options import DEFAULT_OPTIONS, GenerationOptions
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -34,31 +35,12 @@ _LOGGER = logging.getLogger(__name__)
 MIN_FRAMES_BEFORE_EOS = 6
 # A fresh decoder starts with a small step (a click): fade the first 5 ms in.
 FADE_IN_SECONDS = 0.005
-MAX_TOKENS_PER_CHUNK = 50
 # Working buffers kept for the next utterances once theirs end. Each holds a voice
 # prompt, a text and its frames for every layer (tens of MB for the standard model):
 # enough spares for the usual one or two requests at a time, not one per request of
 # the busiest minute the server ever had.
 MAX_SPARE_CACHES = 2
 INVALID_AUDIO = "the voice state or model produced invalid audio (NaN or infinity)"
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """Per-request settings; None means the model configuration's default."""
-
-    temperature: float | None = None
-    eos_threshold: float | None = None
-    frames_after_eos: int | None = None
-    seed: int | None = None
-    noise_clamp: float | None = None
-    max_tokens_per_chunk: int = MAX_TOKENS_PER_CHUNK
-    # Hard cap on frames per text chunk, below the model's own length estimate.
-    max_frames_per_chunk: int | None = None
-    # Seconds of silence after each sentence, as Piper's --sentence-silence; each sentence
-    # is then a chunk of its own, so that a server that streams one sentence per job and
-    # one that sends the whole text as one job pause alike.
-    sentence_silence: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -400,7 +382,7 @@ class Synthesizer:
             self._spare_caches.sort(key=lambda cache: cache.capacity)
             del self._spare_caches[MAX_SPARE_CACHES:]
 
-    def chunks(self, text: str, options: GenerationOptions = GenerationOptions()) -> list[TextChunk]:
+    def chunks(self, text: str, options: GenerationOptions = DEFAULT_OPTIONS) -> list[TextChunk]:
         """Split and prepare a text the way the model was trained to read it."""
         model = self.model
         requested = options.frames_after_eos
@@ -427,7 +409,7 @@ class Synthesizer:
         return chunks
 
     def start(
-        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions()
+        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS
     ) -> Utterance:
         """Prepare an utterance; no model code runs until its first `next_frame()`."""
         transformer = self.model.config.flow_lm.transformer
@@ -438,7 +420,7 @@ class Synthesizer:
         return Utterance(self, voice, self.chunks(text, options), options)
 
     def stream(
-        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions(),
+        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS,
         cancel: threading.Event | None = None,
     ) -> Iterator[np.ndarray]:
         """Yield audio frames as they are decoded; stops early once `cancel` is set."""

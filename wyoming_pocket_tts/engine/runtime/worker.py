@@ -40,6 +40,7 @@ from ..errors import EngineError
 from ..model.voice import VoiceState
 from .heap_trims import HeapTrimSchedule
 from .job import SynthesisJob
+from .options import DEFAULT_OPTIONS, GenerationOptions
 from .policy import (
     GENERATOR_TAIL_LAYERS,
     BatchingPolicy,
@@ -50,7 +51,6 @@ from .policy import (
 )
 from .synthesizer import (
     INVALID_AUDIO,
-    GenerationOptions,
     LatentFrame,
     PartlyDecoded,
     Synthesizer,
@@ -173,7 +173,7 @@ class SynthesisWorker:
         self.close()
 
     def submit(
-        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions(),
+        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS,
         on_ready: Callable[[], None] | None = None,
     ) -> SynthesisJob:
         """Queue a text; raises EngineError at once for a text or voice that cannot work,
@@ -191,7 +191,7 @@ class SynthesisWorker:
         return job
 
     def stream(
-        self, voice: VoiceState, text: str, options: GenerationOptions = GenerationOptions()
+        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS
     ) -> Iterator[np.ndarray]:
         """Audio frames of one text as they are decoded; stops the job if abandoned."""
         job = self.submit(voice, text, options)

@@ -1,0 +1,114 @@
+"""A job's audio on an event loop: the one way an asyncio caller consumes frames.
+
+The worker makes frames on its threads and wakes the loop through the job's callback;
+the loop only passes them on. Leaving the iteration early (the client went away, the
+caller stopped it, or its task was cancelled) cancels the job, so the worker drops it
+before its next frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+from typing import Protocol
+
+import numpy as np
+
+from ..model.voice import VoiceState
+from .job import SynthesisJob
+from .options import DEFAULT_OPTIONS, GenerationOptions
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Submits(Protocol):
+    """What a stream needs of the worker (`SynthesisWorker.submit`)."""
+
+    def submit(
+        self, voice: VoiceState, text: str, options: GenerationOptions = ...,
+        on_ready: Callable[[], None] | None = None,
+    ) -> SynthesisJob: ...
+
+
+class FrameStream:
+    """`async with FrameStream(worker, voice, text) as stream: async for frames in stream`.
+
+    Each iteration gives the frames decoded since the last one (at least one). The
+    iteration ends at the job's end, raising the job's error if it failed, or early
+    once `stop()` is called (then without the error). The frames of one iteration
+    count as passed on when the caller comes back for more: after a first frame, the
+    worker holds its next step until then, a few milliseconds at most.
+    """
+
+    def __init__(
+        self, worker: Submits, voice: VoiceState, text: str,
+        options: GenerationOptions = DEFAULT_OPTIONS,
+    ) -> None:
+        self._worker, self._voice, self._text, self._options = worker, voice, text, options
+        self._ready = asyncio.Event()
+        self._job: SynthesisJob | None = None
+        self._stopped = False
+        self._handed_out = False  # frames were given out and not yet marked passed on
+
+    async def __aenter__(self) -> FrameStream:
+        loop = asyncio.get_running_loop()
+        ready = self._ready
+
+        def wake() -> None:  # called on the worker's threads
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop is closed: the server is shutting down
+                pass
+
+        # Raises at once for a text or voice that cannot work.
+        self._job = self._worker.submit(self._voice, self._text, self._options, wake)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        job = self.job
+        if not job.done:
+            _LOGGER.debug("Stopping a synthesis before its end")
+        job.cancel()  # a no-op when finished
+
+    @property
+    def job(self) -> SynthesisJob:
+        if self._job is None:
+            raise RuntimeError("a FrameStream is used inside `async with`")
+        return self._job
+
+    def stop(self) -> None:
+        """End the iteration at its next wake-up, without the job's error; from the loop."""
+        self._stopped = True
+        self.job.cancel()
+        self._ready.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def __aiter__(self) -> AsyncIterator[list[np.ndarray]]:
+        return self
+
+    async def __anext__(self) -> list[np.ndarray]:
+        job = self.job
+        if self._handed_out:
+            self._handed_out = False
+            job.passed_on()
+        while not self._stopped:
+            finished = job.done  # read before take(): frames precede `done`
+            frames = job.take()
+            if frames:
+                self._handed_out = True
+                return frames
+            if finished:
+                if job.error is not None:
+                    raise job.error
+                break
+            await self._ready.wait()  # the worker's next delivery, its end, or stop()
+            self._ready.clear()
+        raise StopAsyncIteration
