@@ -14,13 +14,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from wyoming.audio import AudioStart
+from wyoming.tts import Synthesize
 
 from tests.support.contention import SetContention
 from tests.support.engine_calls import record_decodes, record_threads_of_steps
+from tests.support.server import describe, launch, run
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.cpu.contention import ContentionThresholds, CoreContention
+from wyoming_pocket_tts.engine.cpu.cores import available_cores, limit_cores
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
-from wyoming_pocket_tts.engine.runtime.synthesizer import GenerationOptions, Synthesizer
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
@@ -200,3 +205,64 @@ def test_a_worker_beside_a_real_neighbour_serves_on_one_thread_then_every_core(
         assert sum(frame.shape[0] for frame in worker.stream(voice, TEXT, OPTIONS)) > 0
     assert {threads for _, threads in busy_steps} == {1}
     assert steps[0] == (True, cores)
+
+
+def test_a_worker_held_to_one_core_makes_speech_on_one_thread_at_a_time(
+    model, voice, monkeypatch
+):
+    """`--threads 1`: FlowLM and Mimi take turns on the generator thread, one core."""
+    limit_cores(1)
+    try:
+        assert available_cores() == 1
+        steps = record_threads_of_steps(model, monkeypatch)
+        synthesizer = Synthesizer(model)
+        decodes = record_decodes(synthesizer, monkeypatch)
+        # More requests than the stages take turns for on a larger machine.
+        texts = ["Turn on the kitchen light.", "Good morning!", "The door is locked."] * 2
+        with SynthesisWorker(synthesizer, contention=SetContention(busy=False)) as worker:
+            jobs = [worker.submit(voice, text, OPTIONS) for text in texts]
+            assert all(sum(frame.shape[0] for frame in job.frames()) > 0 for job in jobs)
+    finally:
+        limit_cores(None)
+    assert {threads for _, threads in steps} == {1}
+    assert {(name, threads) for name, threads, _ in decodes} == {("flowlm", 1)}
+
+
+def test_a_limit_below_one_core_is_refused():
+    with pytest.raises(ValueError, match="at least one core"):
+        limit_cores(0)
+
+
+@pytest.mark.wall_clock
+def test_a_server_beside_busy_neighbours_answers_describe_and_recovers(
+    tmp_path, tiny_model, voice_wav
+):
+    """Beside two busy processes, the server says it steps back, answers Describe well
+    within Home Assistant's second while it speaks, and says when the cores are free."""
+    server = launch(tmp_path, tiny_model, "--voice", str(voice_wav))
+    neighbours = [_busy_neighbour() for _ in range(2)]
+    try:
+        server.wait_for_log("Other programs are using the cores", timeout=20)
+
+        async def describe_while_speaking() -> list[float]:
+            async with server.client() as speaking, server.client() as asker:
+                await speaking.write_event(Synthesize(text="Good morning. " * 40).event())
+                event = await speaking.read_event()
+                assert event is not None and AudioStart.is_type(event.type)
+                delays = []
+                for _ in range(5):
+                    started = time.monotonic()
+                    await describe(asker)
+                    delays.append(time.monotonic() - started)
+                return delays
+
+        delays = run(describe_while_speaking())
+    finally:
+        for neighbour in neighbours:
+            neighbour.kill()
+            neighbour.wait()
+    try:
+        assert max(delays) < 1.0, delays
+        server.wait_for_log("The cores are free again", timeout=20)
+    finally:
+        assert server.stop() == 0, server.log()

@@ -48,6 +48,7 @@ def test_every_option_can_come_from_the_environment():
             "WYOMING_POCKET_TTS_SENTENCE_SILENCE": "0.25",
             "WYOMING_POCKET_TTS_HTTP_URI": "tcp://0.0.0.0:8099",
             "WYOMING_POCKET_TTS_HTTP_ALLOW": "172.30.32.2, 10.0.0.0/8",
+            "WYOMING_POCKET_TTS_THREADS": "1",
         },
     )
     assert args.uri == "unix:///run/tts.sock"
@@ -62,6 +63,7 @@ def test_every_option_can_come_from_the_environment():
     assert args.sentence_silence == 0.25
     assert args.http_uri == ("0.0.0.0", 8099)
     assert [str(network) for network in args.http_allow] == ["172.30.32.2/32", "10.0.0.0/8"]
+    assert args.threads == 1
 
 
 def test_the_command_line_wins_over_the_environment():
@@ -151,6 +153,12 @@ def test_a_missing_model_file_is_one_clear_line(tmp_path, tiny_model):
     assert server.process.wait(timeout=120) == 1
     log = server.log()
     assert "nowhere.yaml" in log and "Traceback" not in log
+
+
+def test_threads_below_one_stop_startup_with_a_clear_line(tmp_path, tiny_model):
+    server = launch(tmp_path, tiny_model, "--threads", "0", wait=False)
+    assert server.process.wait(timeout=120) == 2
+    assert "--threads must be above 0" in server.log()
 
 
 def test_zeroconf_needs_tcp(tmp_path, tiny_model):
