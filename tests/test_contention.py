@@ -20,9 +20,12 @@ from wyoming.tts import Synthesize
 from tests.support.contention import SetContention
 from tests.support.engine_calls import record_decodes, record_threads_of_steps
 from tests.support.server import describe, launch, run
+from tests.support.threads import on_new_thread
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.cpu.contention import ContentionThresholds, CoreContention
+from wyoming_pocket_tts.engine.cpu import threads as threads_module
 from wyoming_pocket_tts.engine.cpu.cores import available_cores, limit_cores
+from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
@@ -266,3 +269,18 @@ def test_a_server_beside_busy_neighbours_answers_describe_and_recovers(
         server.wait_for_log("The cores are free again", timeout=20)
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_an_encoding_runs_on_one_core_while_the_cores_are_contended(monkeypatch):
+    """Voice encodings (`OwnThreadExecutor`) step back as the worker does."""
+    monkeypatch.setattr(threads_module, "available_cores", lambda: 3)
+    contention = SetContention(busy=True)
+    executor = OwnThreadExecutor("voice-encoder", contention=contention)
+    process_wide = on_new_thread(torch.get_num_threads)  # what new threads start with
+    try:
+        assert executor.submit(torch.get_num_threads).result() == 1
+        contention.busy = False
+        assert executor.submit(torch.get_num_threads).result() == 3
+    finally:
+        executor.shutdown()
+        on_new_thread(lambda: torch.set_num_threads(process_wide))

@@ -259,19 +259,22 @@ async def _serve(
     args: argparse.Namespace, served: resolve.ResolvedModel, model: PocketTTS
 ) -> int:
     # Imported after the process set-up (see `main`): they import torch.
+    from wyoming_pocket_tts.engine.cpu.contention import CoreContention
     from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
     from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
     from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
-    # A recording is encoded on every core, on a thread that ends with it (see
-    # engine/cpu/threads.py); voice files are read on one core each meanwhile, so a
-    # cached voice never waits for another one's encoding.
-    voice_encoder = OwnThreadExecutor("voice-encoder")
+    # A recording is encoded on every core (one while other programs use them), on a
+    # thread that ends with it (see engine/cpu/threads.py); voice files are read on one
+    # core each meanwhile, so a cached voice never waits for another one's encoding.
+    contention = CoreContention()
+    voice_encoder = OwnThreadExecutor("voice-encoder", contention=contention)
     voice_readers = OwnThreadExecutor("voice-loader", cores=1)
     loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
     worker = SynthesisWorker(
-        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set)
+        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set),
+        contention=contention,
     )
     worker.start()
     try:

@@ -21,12 +21,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .cores import available_cores
 
 # Columns of a /proc/stat cpu line that are busy time: user, nice, system, (not idle,
 # iowait), irq, softirq, steal. Guest time is counted in user already.
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+
+
+class Contention(Protocol):
+    """Tells whether other programs use our cores now (`CoreContention`)."""
+
+    def contended(self) -> bool: ...
 
 
 @dataclass(frozen=True)

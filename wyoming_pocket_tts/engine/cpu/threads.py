@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from .contention import Contention
 from .cores import available_cores
 
 T = TypeVar("T")
@@ -120,12 +121,18 @@ class OwnThreadExecutor(Executor):
     The thread, and the OpenMP workers it started, end with the call (see the
     module docstring); one at a time, because two such calls would share the
     cores anyway. With `cores=1` (work too small to share out, such as reading a
-    file) the calls start no OpenMP workers and run side by side.
+    file) the calls start no OpenMP workers and run side by side. A call that
+    starts while `contention` says other programs use the cores runs on one, for
+    the reason the synthesis worker does (cpu/contention.py).
     """
 
-    def __init__(self, name: str = "torch-work", cores: int | None = None) -> None:
+    def __init__(
+        self, name: str = "torch-work", cores: int | None = None,
+        contention: Contention | None = None,
+    ) -> None:
         self._name = name
         self._cores = cores
+        self._contention = contention
         self._serial = threading.Lock() if cores != 1 else contextlib.nullcontext()
         self._calls: dict[Future, threading.Thread] = {}  # submitted, not yet finished
         self._closed = False
@@ -139,7 +146,7 @@ class OwnThreadExecutor(Executor):
             with self._serial:
                 if future.set_running_or_notify_cancel():
                     try:
-                        use_cores(self._cores or available_cores())
+                        use_cores(self._cores_now())
                         future.set_result(fn(*args, **kwargs))
                     except Exception as error:  # handed to whoever waits on the future
                         future.set_exception(error)
@@ -149,6 +156,11 @@ class OwnThreadExecutor(Executor):
         self._calls[future] = thread
         thread.start()
         return future
+
+    def _cores_now(self) -> int:
+        if self._contention is not None and self._contention.contended():
+            return 1
+        return self._cores or available_cores()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """`cancel_futures`: calls still waiting for their turn never run."""

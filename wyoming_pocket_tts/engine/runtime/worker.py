@@ -27,12 +27,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
 from ..cpu.allocator import return_free_heap
-from ..cpu.contention import CoreContention
+from ..cpu.contention import Contention, CoreContention
 from ..cpu.cores import available_cores
 from ..cpu.threads import intra_op_threads, use_cores
 from ..cpu.time_slice import use_long_time_slices
@@ -78,12 +78,6 @@ class _Entry(NamedTuple):
 
 
 _Delivery = dict[SynthesisJob, list[LatentFrame]]  # one Mimi call's frames, by job
-
-
-class Contention(Protocol):
-    """Tells whether other programs use our cores (`cpu.contention.CoreContention`)."""
-
-    def contended(self) -> bool: ...
 
 
 @dataclass
