@@ -1,4 +1,5 @@
-"""Reading a voice prompt: any common file, rate and channel count -> 24 kHz mono, ready to encode."""
+"""Reading a voice prompt: any common file, rate and channel count -> 24 kHz mono, ready to
+encode."""
 
 from __future__ import annotations
 

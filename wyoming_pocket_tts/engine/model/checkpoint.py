@@ -12,7 +12,7 @@ import contextlib
 import ctypes
 import mmap
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import safetensors
@@ -154,7 +154,9 @@ def release_file_pages(tensors: Iterable[torch.Tensor], path: Path) -> int:
         if not any(low <= first and last <= high for low, high in mapped):
             continue  # not read from the file (e.g. cast from bfloat16): not ours to drop
         start, end = -(-first // page) * page, last // page * page
-        if end > start and madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
+        if end <= start:
+            continue
+        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
             released += end - start
     return released
 
@@ -178,7 +180,7 @@ def _mapped_ranges(path: Path) -> list[tuple[int, int]]:
     return ranges
 
 
-def _madvise():
+def _madvise() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:

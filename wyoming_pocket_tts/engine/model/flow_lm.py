@@ -30,14 +30,17 @@ class TextEmbedding(nn.Module):
         super().__init__()
         # One extra row: the padding token of the training setup. The table is given
         # uninitialised (the checkpoint fills it): random init costs start-up time.
-        self.embed = nn.Embedding(n_bins + 1, rank or dim, _weight=torch.empty(n_bins + 1, rank or dim))
+        width = rank or dim
+        self.embed = nn.Embedding(n_bins + 1, width, _weight=torch.empty(n_bins + 1, width))
         self.proj = nn.Linear(rank, dim, bias=False) if rank else None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         # The table may keep the file's bfloat16 (only the rows looked up are read):
         # their float32 values are exact.
-        x = self.embed(tokens).float()
-        return x if self.proj is None else self.proj(x)
+        x: torch.Tensor = self.embed(tokens).float()
+        if self.proj is not None:
+            x = self.proj(x)
+        return x
 
 
 class _RMSNorm(nn.Module):
@@ -54,6 +57,8 @@ class _RMSNorm(nn.Module):
 class TimeEmbedding(nn.Module):
     """Sinusoidal features of a flow time t in [0, 1], through a small MLP."""
 
+    freqs: torch.Tensor
+
     def __init__(self, dim: int, frequencies: int = 256):
         super().__init__()
         # exp(-ln(max_period) * i / half) for i < half; stored in the checkpoint, so
@@ -65,7 +70,9 @@ class TimeEmbedding(nn.Module):
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         angles = t * self.freqs
-        return self.mlp(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+        features = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+        embedding: torch.Tensor = self.mlp(features)
+        return embedding
 
 
 def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -96,7 +103,8 @@ class FinalLayer(nn.Module):
     def forward(self, x: torch.Tensor, modulation: torch.Tensor) -> torch.Tensor:
         shift, scale = modulation.chunk(2, dim=-1)
         x = F.layer_norm(x, x.shape[-1:], eps=1e-6)
-        return self.linear(_modulate(x, shift, scale))
+        y: torch.Tensor = self.linear(_modulate(x, shift, scale))
+        return y
 
 
 class FlowHead(nn.Module):
@@ -131,7 +139,8 @@ class FlowHead(nn.Module):
         *block_modulations, final_modulation = self._modulations(y)
         for block, modulation in zip(self.res_blocks, block_modulations, strict=True):
             x = block(x, modulation)
-        return self.final_layer(x, final_modulation)
+        latent: torch.Tensor = self.final_layer(x, final_modulation)
+        return latent
 
     def _time_condition(self, times: tuple[float, ...]) -> torch.Tensor:
         """The mean embedding of `times` [1, dim], kept: a decode step always asks the same."""
@@ -139,7 +148,10 @@ class FlowHead(nn.Module):
         if cached is None:
             # An ordinary tensor, even when first asked for in inference mode.
             with torch.inference_mode(False), torch.no_grad():
-                embeddings = [embed(torch.tensor([[t]])) for embed, t in zip(self.time_embed, times)]
+                embeddings = [
+                    embed(torch.tensor([[t]]))
+                    for embed, t in zip(self.time_embed, times, strict=True)
+                ]
                 cached = sum(embeddings) / len(times)
             self._time_conditions[times] = cached
         return cached
@@ -168,6 +180,9 @@ class FlowHead(nn.Module):
 
 
 class FlowLM(nn.Module):
+    emb_std: torch.Tensor
+    emb_mean: torch.Tensor
+
     def __init__(self, config: FlowLMConfig, latent_dim: int, voice_dim: int):
         super().__init__()
         tcfg = config.transformer
@@ -214,7 +229,7 @@ class FlowLM(nn.Module):
         activations (feed-forward, attention scores) stay those of one piece, so a
         long voice prompt does not raise the peak memory.
         """
-        for piece in inputs.split(PREFILL_POSITIONS, dim=1):
+        for piece in torch.split(inputs, PREFILL_POSITIONS, dim=1):
             self.transformer(piece, cache)
 
     def step(
@@ -228,7 +243,7 @@ class FlowLM(nn.Module):
         its stream's latent: one read of the weights instead of two, which is what the
         first frame's latency is made of, and one for all the streams starting at once.
         """
-        x = self.input_linear(latents)[:, None]
+        x: torch.Tensor = self.input_linear(latents)[:, None]
         if prefixes is None:
             x = self.transformer(x, caches)[:, -1]
         else:
@@ -240,18 +255,23 @@ class FlowLM(nn.Module):
             outputs = self.transformer(torch.cat(pieces, dim=1), caches, lengths)[0]
             x = outputs[[end - 1 for end in itertools.accumulate(lengths)]]
         x = self.out_norm(x)
-        return x if self.z_proj is None else self.z_proj(x)
+        if self.z_proj is not None:
+            x = self.z_proj(x)
+        return x
 
     def eos_logit(self, z: torch.Tensor) -> torch.Tensor:
-        return self.out_eos(z)[:, 0]
+        logits: torch.Tensor = self.out_eos(z)
+        return logits[:, 0]
 
     def sample(self, z: torch.Tensor, noise: torch.Tensor, steps: int = 1) -> torch.Tensor:
         """Map noise [B, latent_dim] to the next latent, conditioned on z."""
         kind = self.config.flow.type
         if kind == "drifting":
-            return self.flow_net(z, noise)
+            latent: torch.Tensor = self.flow_net(z, noise)
+            return latent
         if kind == "pointwise":
-            return noise + self.flow_net(z, noise)
+            residual: torch.Tensor = self.flow_net(z, noise)
+            return noise + residual
         x = noise
         for i in range(steps):
             # lsd: from one flow time to the next; flow_matching: Euler steps along the

@@ -56,7 +56,7 @@ def rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     where the same arithmetic on separate real and imaginary halves takes a dozen
     operators, and a FlowLM step's cost is largely its operator calls.
     """
-    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
+    pairs = torch.view_as_complex(torch.unflatten(x, -1, (-1, 2)).contiguous())
     return torch.view_as_real(pairs * rotation).flatten(-2)
 
 
@@ -106,13 +106,14 @@ class SelfAttention(nn.Module):
         for stream in streams:
             part = heads[stream.rows, stream.steps]
             turned = rotate(part[:, :, :rotated], stream.rotation[:, None]).transpose(1, 2)
-            queries, keys = turned.split((self.num_heads, self.num_kv_heads), dim=1)
+            queries, keys = turned.split_with_sizes((self.num_heads, self.num_kv_heads), dim=1)
             keys, values = stream.cache.append(layer, keys, part[:, :, rotated:].transpose(1, 2))
             out[stream.rows, stream.steps] = F.scaled_dot_product_attention(
                 queries, keys, values,
                 attn_mask=stream.mask, enable_gqa=self.num_kv_heads != self.num_heads,
             ).transpose(1, 2)
-        return self.out_proj(out.view(batch, steps, self.attn_dim))
+        projected: torch.Tensor = self.out_proj(out.view(batch, steps, self.attn_dim))
+        return projected
 
 
 class LayerScale(nn.Module):
@@ -143,14 +144,16 @@ class TransformerLayer(nn.Module):
     def forward(self, x: torch.Tensor, layer: int, streams: Sequence[Stream]) -> torch.Tensor:
         x = x + self.layer_scale_1(self.self_attn(self.norm1(x), layer, streams))
         hidden = self._expand(self.norm2(x))
-        return x + self.layer_scale_2(self.linear2(hidden))
+        update: torch.Tensor = self.layer_scale_2(self.linear2(hidden))
+        return x + update
 
     def _expand(self, x: torch.Tensor) -> torch.Tensor:
         """gelu(linear1(x)), tanh-approximated. Where linear1 is packed for oneDNN
         (Mimi's transformer) the GELU runs inside the product as a post-op, which saves
         a pass over the widest activation of the layer."""
         if isinstance(self.linear1, PackedLinear):
-            return self.linear1(x, gelu_tanh=True)
+            expanded: torch.Tensor = self.linear1(x, gelu_tanh=True)
+            return expanded
         return F.gelu(self.linear1(x), approximate="tanh")
 
 
@@ -161,6 +164,9 @@ class Transformer(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.context = context
+        # What the rotary embedding needs, the same in every layer.
+        self.head_dim = layers[0].self_attn.head_dim
+        self.max_period = layers[0].self_attn.max_period
 
     def forward(
         self, x: torch.Tensor, caches: KVStore | Sequence[KVStore],
@@ -207,6 +213,5 @@ class Transformer(nn.Module):
             mask = attention_mask(
                 position, count, key_start, position + count - key_start, self.context
             )
-        attention = self.layers[0].self_attn
-        turns = rotation(position, count, attention.head_dim, attention.max_period)
+        turns = rotation(position, count, self.head_dim, self.max_period)
         return Stream(cache, position, mask, turns, rows, steps)

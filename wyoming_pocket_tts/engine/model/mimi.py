@@ -48,8 +48,8 @@ class StreamState:
     numbered separately for each direction, which is why the two get their own types.
     """
 
+    transformer_window: WindowKV
     conv_history: list[torch.Tensor | None] = field(default_factory=list)
-    transformer_window: WindowKV | None = None
 
     def history(
         self, slot: int, x: torch.Tensor, fresh: Callable[[torch.Tensor], torch.Tensor]
@@ -97,7 +97,7 @@ class DecoderBatch:
         ])
 
     def keep(self, slot: int, tail: torch.Tensor) -> None:
-        for state, row in zip(self.states, tail.split(1), strict=True):
+        for state, row in zip(self.states, torch.split(tail, 1), strict=True):
             state.conv_history[slot] = row.clone()
 
 
@@ -170,7 +170,8 @@ class CausalConv1d(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Streams | None = None) -> torch.Tensor:
         if self.history_length <= 0:
-            return self.conv(x)
+            unpadded: torch.Tensor = self.conv(x)
+            return unpadded
         if state is None:
             history = self._fresh_history(x)
         else:
@@ -178,7 +179,8 @@ class CausalConv1d(nn.Module):
         padded = _join_in_time(history, x)
         if state is not None:
             state.keep(self.state_slot, padded[..., -self.history_length :])
-        return self.conv(padded)
+        y: torch.Tensor = self.conv(padded)
+        return y
 
     def _fresh_history(self, x: torch.Tensor) -> torch.Tensor:
         """A stream's first call: zeros, or the first sample repeated for `replicate`."""
@@ -216,8 +218,9 @@ class CausalConvTranspose1d(nn.Module):
         batch, _, steps = x.shape
         frames = steps // self.steps_per_frame
         # [B, C, T] as B*F inputs of a frame each, and the output as [B, F, time, C].
-        per_frame = x.transpose(1, 2).unflatten(1, (frames, -1)).flatten(0, 1).transpose(1, 2)
-        y = self.convtr(per_frame).unflatten(0, (batch, frames)).transpose(2, 3)
+        by_frame = torch.unflatten(x.transpose(1, 2), 1, (frames, -1))  # [B, F, time, C]
+        per_frame = by_frame.flatten(0, 1).transpose(1, 2)
+        y = torch.unflatten(self.convtr(per_frame), 0, (batch, frames)).transpose(2, 3)
         length = y.shape[2] - self.overlap
         heads, tails = y[:, :, :length], y[:, :, length:]
         bias = self.convtr.bias
@@ -308,7 +311,10 @@ def build_seanet_decoder(config: SEANetConfig) -> SEANet:
         CausalConv1d(config.dimension, width, config.kernel_size, pad_mode=config.pad_mode)
     ]
     for ratio in config.ratios:
-        layers += [ELU(inplace=True), CausalConvTranspose1d(width, width // 2, 2 * ratio, stride=ratio)]
+        layers += [
+            ELU(inplace=True),
+            CausalConvTranspose1d(width, width // 2, 2 * ratio, stride=ratio),
+        ]
         width //= 2
         layers += _residual_units(config, width)
     layers += [
@@ -318,7 +324,7 @@ def build_seanet_decoder(config: SEANetConfig) -> SEANet:
     return SEANet(layers)
 
 
-def _numbered_convs(modules: list[nn.Module]) -> list[nn.Module]:
+def _numbered_convs(modules: list[nn.Module]) -> list[CausalConv1d | CausalConvTranspose1d]:
     """The streaming convolutions among `modules`, each told its slot in a StreamState."""
     convs = [m for m in modules if isinstance(m, (CausalConv1d, CausalConvTranspose1d))]
     for slot, conv in enumerate(convs):
@@ -364,7 +370,8 @@ class ProjectedTransformer(nn.Module):
         if self.input_proj is not None:
             x = self.input_proj(x)
         x = self.transformer(x, window)
-        return self.output_projs[0](x).transpose(1, 2)
+        x = self.output_projs[0](x)
+        return x.transpose(1, 2)
 
 
 class Quantizer(nn.Module):
@@ -373,6 +380,22 @@ class Quantizer(nn.Module):
     def __init__(self, dimension: int, output_dimension: int):
         super().__init__()
         self.output_proj = nn.Conv1d(dimension, output_dimension, 1, bias=False)
+
+
+class Downsample(nn.Module):
+    """A container: the checkpoint names its convolution `downsample.conv.conv`."""
+
+    def __init__(self, conv: CausalConv1d):
+        super().__init__()
+        self.conv = conv
+
+
+class Upsample(nn.Module):
+    """A container: the checkpoint names its convolution `upsample.convtr.convtr`."""
+
+    def __init__(self, convtr: CausalConvTranspose1d):
+        super().__init__()
+        self.convtr = convtr
 
 
 class Mimi(nn.Module):
@@ -386,18 +409,15 @@ class Mimi(nn.Module):
         self.encoder_transformer = ProjectedTransformer(config.transformer)
         self.decoder_transformer = ProjectedTransformer(config.decoder_transformer_config)
         self.quantizer = Quantizer(config.quantizer.dimension, config.quantizer.output_dimension)
-        # Plain containers: the checkpoint names these `downsample.conv.conv`, `upsample.convtr.convtr`.
-        self.downsample = nn.Module()
-        self.downsample.conv = CausalConv1d(
+        self.downsample = Downsample(CausalConv1d(
             seanet.dimension, config.inner_dim or seanet.dimension, 2 * stride, stride=stride,
             bias=False, pad_mode="replicate",
-        )
+        ))
         upsample_width = decoder_seanet.dimension
-        self.upsample = nn.Module()
-        self.upsample.convtr = CausalConvTranspose1d(
+        self.upsample = Upsample(CausalConvTranspose1d(
             config.outer_dim or upsample_width, upsample_width, 2 * stride, stride,
             groups=upsample_width, bias=False,
-        )
+        ))
         self._decoder_convs = _numbered_convs([self.upsample.convtr, *self.decoder.modules()])
         steps = 1  # a latent frame is one step at the upsampling's input
         for convtr in self._decoder_convs:
@@ -472,7 +492,9 @@ class Mimi(nn.Module):
         ], dim=1)
 
     def encode_chunk(self, audio: torch.Tensor, state: EncoderState) -> torch.Tensor:
-        """Audio [B, channels, k * 1920] continuing `state`'s stream -> latents [B, k, latent_dim]."""
+        """Audio [B, channels, k * 1920] continuing `state`'s stream -> latents
+        [B, k, latent_dim]."""
         x = self.encoder(audio, state)
         x = self.encoder_transformer(x, state.transformer_window)
-        return self.downsample.conv(x, state).transpose(1, 2)
+        latents: torch.Tensor = self.downsample.conv(x, state)
+        return latents.transpose(1, 2)

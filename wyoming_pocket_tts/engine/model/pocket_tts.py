@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -27,6 +28,8 @@ from .tokenizer import Tokenizer, load_tokenizer
 from .voice import VoiceState, load_voice_state
 
 _LOGGER = logging.getLogger(__name__)
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 class _Modules(nn.Module):
@@ -72,7 +75,7 @@ def _convert_hot_layers(modules: _Modules, quantize: bool, weights_path: Path) -
     transformer is in int8.
     """
 
-    def convert(conversion: Callable[[nn.Module], list[torch.Tensor]], module: nn.Module) -> bool:
+    def convert(conversion: Callable[[ModuleT], list[torch.Tensor]], module: ModuleT) -> bool:
         replaced = conversion(module)
         release_file_pages(replaced, weights_path)
         return_free_heap()
@@ -149,7 +152,8 @@ class PocketTTS:
         missing = load_checkpoint(modules, weights_path)
         if missing:
             _LOGGER.warning(
-                "%s has no voice-cloning weights: predefined voices work, cloning from audio does not",
+                "%s has no voice-cloning weights: predefined voices work, "
+                "cloning from audio does not",
                 weights_path,
             )
         modules.eval().requires_grad_(False)

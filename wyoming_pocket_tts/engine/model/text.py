@@ -238,9 +238,10 @@ def split_into_chunks(
     """Prepare `text` and cut it into chunks of at most `max_tokens` tokens where possible.
 
     Sentences (and clauses of over-long sentences) are packed greedily, in order, while
-    their token counts fit; with `pack=False` each is a chunk of its own. A single sentence longer than `max_tokens` with no comma,
-    semicolon or colon stays whole (logged as a warning). The chunks are not yet prepared
-    for speaking: the reference passes each through `prepare_text` again, and so must we.
+    their token counts fit; with `pack=False` each is a chunk of its own. A single sentence
+    longer than `max_tokens` with no comma, semicolon or colon stays whole (logged as a
+    warning). The chunks are not yet prepared for speaking: the reference passes each
+    through `prepare_text` again, and so must we.
     """
     prepared = prepare_text(text, rules).text.strip()
     chunks: list[str] = []

@@ -45,10 +45,12 @@ class SentencePieceTokenizer:
         return self._processor.vocab_size()
 
     def encode(self, text: str) -> list[int]:
-        return self._processor.encode(text, out_type=int)
+        ids: list[int] = self._processor.encode(text, out_type=int)
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self._processor.decode(list(ids))
+        text: str = self._processor.decode(list(ids))
+        return text
 
 
 class JsonTokenizer:

@@ -121,7 +121,7 @@ def load_voice_state(path: Path) -> VoiceState:
 def _read_voice_state(path: Path) -> VoiceState:
     layers: dict[int, dict[str, torch.Tensor]] = {}
     with safetensors.safe_open(str(path), framework="pt", device="cpu") as handle:
-        for key in handle.keys():
+        for key in handle.keys():  # noqa: SIM118 - safe_open is not iterable
             match = _KEY.fullmatch(key)
             if match is None:
                 raise VoiceError(f"not a Pocket TTS voice file (unexpected tensor {key})")
@@ -155,7 +155,9 @@ def _layer_cache(entry: dict[str, torch.Tensor]) -> torch.Tensor:
     if "offset" in entry:
         offset = entry["offset"]
         if offset.numel() == 0 or offset.is_floating_point():
-            raise VoiceError(f"the offset is not a length ({offset.dtype}, {offset.numel()} values)")
+            raise VoiceError(
+                f"the offset is not a length ({offset.dtype}, {offset.numel()} values)"
+            )
         length = int(offset.view(-1)[0])
     elif "current_end" in entry:  # older files stored the length as a tensor's size
         length = entry["current_end"].shape[0]
