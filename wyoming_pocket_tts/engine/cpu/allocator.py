@@ -102,7 +102,7 @@ def _mallopt(parameter: int, value: int) -> bool:
 def _c_function(name: str, *argtypes: type) -> Callable[..., int] | None:
     """A function of the C library this process runs on, or None where it has none."""
     try:
-        function = getattr(ctypes.CDLL(None), name)
+        function = ctypes.CDLL(None)[name]
     except (AttributeError, OSError):
         return None
     function.argtypes = argtypes

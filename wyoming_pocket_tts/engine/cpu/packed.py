@@ -21,6 +21,7 @@ import logging
 import platform
 import threading
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
@@ -34,6 +35,10 @@ _LOGGER = logging.getLogger(__name__)
 # for at most ROW_STEP - 1 rows of extra work.
 EXACT_ROWS = 8
 ROW_STEP = 4
+
+
+# The layers that can be packed.
+Layer = TypeVar("Layer", nn.Linear, nn.Conv1d | nn.ConvTranspose1d)
 
 
 def padded_rows(rows: int) -> int:
@@ -61,7 +66,7 @@ class PackedLinear(nn.Module):
         if padded != count:
             rows = F.pad(rows, (0, 0, 0, padded - count))
         activation, algorithm = ("gelu", "tanh") if gelu_tanh else ("none", "")
-        y = torch.ops.mkldnn._linear_pointwise(
+        y: torch.Tensor = torch.ops.mkldnn._linear_pointwise(
             rows, self.packed_weight, self.bias, activation, [], algorithm
         )
         if padded != count:
@@ -105,6 +110,7 @@ class PackedConv1d(nn.Module):
         weight = self._by_shape.get(x.shape)
         if weight is None:
             weight = self._add_layout(x.shape)
+        y: torch.Tensor
         if self.transposed:
             y = torch.ops.mkldnn._convolution_transpose_pointwise(
                 x, weight, self.bias, [0, 0], [0, 0], self.stride, self.dilation,
@@ -123,7 +129,9 @@ class PackedConv1d(nn.Module):
             if shape in self._by_shape:  # the other decoding thread just made it
                 return self._by_shape[shape]
             candidate = self._laid_out(self._plain_weight(), shape)
-            weight = next((kept for kept in self._layouts if same_layout(kept, candidate)), candidate)
+            weight = next(
+                (kept for kept in self._layouts if same_layout(kept, candidate)), candidate
+            )
             self._by_shape[shape] = weight
             used = {id(layout) for layout in self._by_shape.values()}
             self._layouts = [layout for layout in [*self._layouts, candidate] if id(layout) in used]
@@ -131,13 +139,16 @@ class PackedConv1d(nn.Module):
 
     def _laid_out(self, plain: torch.Tensor, shape: torch.Size | None = None) -> torch.Tensor:
         sizes = {} if shape is None else {"input_size": list(shape)}
+        laid_out: torch.Tensor
         if self.transposed:
-            return torch.ops.mkldnn._reorder_convolution_transpose_weight(
+            laid_out = torch.ops.mkldnn._reorder_convolution_transpose_weight(
                 plain, [0, 0], [0, 0], self.stride, self.dilation, self.groups, **sizes
             )
-        return torch.ops.mkldnn._reorder_convolution_weight(
-            plain, [0, 0], self.stride, self.dilation, self.groups, **sizes
-        )
+        else:
+            laid_out = torch.ops.mkldnn._reorder_convolution_weight(
+                plain, [0, 0], self.stride, self.dilation, self.groups, **sizes
+            )
+        return laid_out
 
     def _plain_weight(self) -> torch.Tensor:
         """The weight as torch lays it out ([out, in/groups, 1, k], or [in, out/groups,
@@ -147,7 +158,7 @@ class PackedConv1d(nn.Module):
             return dense
         # oneDNN keeps a transposed convolution's weight as [out, in/groups, ...].
         groups = self.groups
-        per_group = dense.unflatten(0, (groups, dense.shape[0] // groups))
+        per_group = torch.unflatten(dense, 0, (groups, dense.shape[0] // groups))
         return per_group.transpose(1, 2).flatten(0, 1).contiguous()
 
 
@@ -169,7 +180,9 @@ def _bytes_of(laid_out: torch.Tensor) -> torch.Tensor:
 @functools.cache
 def packing_supported() -> bool:
     """x86 with oneDNN, and packed layers that agree with torch's own on a small check."""
-    if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    if not torch.backends.mkldnn.is_available():
         return False
     linear = nn.Linear(64, 48)
     conv = nn.Conv1d(16, 24, 3, stride=2, dilation=2)
@@ -204,11 +217,12 @@ def pack_linears(module: nn.Module) -> list[torch.Tensor]:
 def pack_convolutions(module: nn.Module) -> list[torch.Tensor]:
     """Swap each nn.Conv1d and nn.ConvTranspose1d inside `module` for a PackedConv1d;
     return the replaced weights (none where packing is unsupported)."""
-    return _swap(module, (nn.Conv1d, nn.ConvTranspose1d), PackedConv1d)
+    kinds: tuple[type[nn.Conv1d | nn.ConvTranspose1d], ...] = (nn.Conv1d, nn.ConvTranspose1d)
+    return _swap(module, kinds, PackedConv1d)
 
 
 def _swap(
-    module: nn.Module, kinds: tuple[type[nn.Module], ...], packed: Callable[[nn.Module], nn.Module]
+    module: nn.Module, kinds: tuple[type[Layer], ...], packed: Callable[[Layer], nn.Module]
 ) -> list[torch.Tensor]:
     if not packing_supported():
         return []
@@ -216,7 +230,8 @@ def _swap(
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if type(child) in kinds:
-                replaced.append(child.weight)
-                setattr(parent, name, packed(child))
+                layer = cast(Layer, child)  # one of `kinds`
+                replaced.append(layer.weight)
+                setattr(parent, name, packed(layer))
     return replaced
 

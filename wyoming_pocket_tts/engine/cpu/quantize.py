@@ -173,7 +173,8 @@ def int8_product(x: Tensor, packed: __torch__.torch.classes.quantized.LinearPack
                  reduce_range: bool) -> Tensor:
     return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
 
-def half_product(x: Tensor, packed: __torch__.torch.classes.quantized.LinearPackedParamsBase) -> Tensor:
+def half_product(x: Tensor,
+                 packed: __torch__.torch.classes.quantized.LinearPackedParamsBase) -> Tensor:
     return torch.ops.quantized.linear_dynamic_fp16(x, packed)
 """
 
@@ -210,7 +211,8 @@ class PrepackedLinear(nn.Module):
             raise ValueError(f"no packed linear layer with {weight_dtype} weights")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._product(x, self.packed)
+        y: torch.Tensor = self._product(x, self.packed)
+        return y
 
     def extra_repr(self) -> str:
         return (

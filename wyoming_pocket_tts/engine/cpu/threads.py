@@ -93,7 +93,8 @@ def _mkl_thread_setter() -> Callable[[int], None] | None:
     if not torch.backends.mkl.is_available():
         return None
     try:
-        library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+        library = ctypes.CDLL(path)
         set_local = library.mkl_set_num_threads_local_
         get_max = library.mkl_get_max_threads_
     except (OSError, AttributeError) as error:
@@ -107,7 +108,7 @@ def _mkl_thread_setter() -> Callable[[int], None] | None:
     def takes_effect() -> bool:
         torch.set_num_threads(2)
         set_mkl_threads(1)
-        return get_max() == 1
+        return int(get_max()) == 1
 
     if not run_on_own_thread(takes_effect):
         _LOGGER.debug("MKL's thread count did not change: left to torch")
@@ -134,7 +135,7 @@ class OwnThreadExecutor(Executor):
         self._cores = cores
         self._contention = contention
         self._serial = threading.Lock() if cores != 1 else contextlib.nullcontext()
-        self._calls: dict[Future, threading.Thread] = {}  # submitted, not yet finished
+        self._calls: dict[Future[Any], threading.Thread] = {}  # submitted, not yet finished
         self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
@@ -148,7 +149,7 @@ class OwnThreadExecutor(Executor):
                     try:
                         use_cores(self._cores_now())
                         future.set_result(fn(*args, **kwargs))
-                    except Exception as error:  # handed to whoever waits on the future
+                    except Exception as error:  # noqa: BLE001 - for the future's waiter
                         future.set_exception(error)
             del self._calls[future]
 
