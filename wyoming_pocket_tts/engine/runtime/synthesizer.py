@@ -64,9 +64,10 @@ class _ChunkProgress:
     paused: bool = False  # the silence after the chunk has been emitted
 
     def finished(self) -> bool:
-        if self.eos_frame is not None and self.frame >= self.eos_frame + self.chunk.frames_after_eos:
+        chunk = self.chunk
+        if self.eos_frame is not None and self.frame >= self.eos_frame + chunk.frames_after_eos:
             return True
-        return self.frame >= self.chunk.max_frames
+        return self.frame >= chunk.max_frames
 
 
 @dataclass(frozen=True)
@@ -172,13 +173,28 @@ class Utterance:
                 )
             self._progress = None
 
+    @property
+    def _chunk(self) -> _ChunkProgress:
+        """The chunk being generated, which `_ready()` has started."""
+        if self._progress is None:
+            raise RuntimeError("no chunk is being generated")
+        return self._progress
+
+    @property
+    def _working_cache(self) -> LinearKV:
+        """The working buffer, held from the first chunk's start until `close()`."""
+        if self._cache is None:
+            raise RuntimeError("the utterance holds no working buffer")
+        return self._cache
+
     def _pause_due(self) -> bool:
         """The chunk is spoken but the silence after it has not been emitted yet."""
-        return self._silence > 0 and not self._progress.paused
+        return self._silence > 0 and not self._chunk.paused
 
     def _pause(self) -> LatentFrame:
-        self._progress.paused = True
-        return LatentFrame(None, self._progress.decoder, starts_chunk=False, silence=self._silence)
+        progress = self._chunk
+        progress.paused = True
+        return LatentFrame(None, progress.decoder, starts_chunk=False, silence=self._silence)
 
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
@@ -190,12 +206,12 @@ class Utterance:
         )
 
     def _input_latent(self) -> torch.Tensor:
-        previous = self._progress.previous_latent
+        previous = self._chunk.previous_latent
         return self._model.flow_lm.bos_emb[None] if previous is None else previous
 
     def _continues_after(self, eos_logit: float) -> bool:
         """Apply the end-of-speech rule to this step's logit; False: the chunk just ended."""
-        progress = self._progress
+        progress = self._chunk
         if (
             progress.eos_frame is None
             and progress.frame >= MIN_FRAMES_BEFORE_EOS
@@ -205,7 +221,7 @@ class Utterance:
         return not progress.finished()
 
     def _emit(self, latent: torch.Tensor) -> LatentFrame:
-        progress = self._progress
+        progress = self._chunk
         progress.previous_latent = latent
         progress.frame += 1
         flow_lm = self._model.flow_lm
@@ -223,7 +239,9 @@ class Utterance:
         if clamp is None:
             return torch.randn(shape, generator=self._generator) * std
         noise = torch.empty(shape)
-        return torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=self._generator)
+        return torch.nn.init.trunc_normal_(
+            noise, 0.0, std, -clamp, clamp, generator=self._generator
+        )
 
 
 class Synthesizer:
@@ -256,12 +274,12 @@ class Synthesizer:
         due = [u for u in utterances if u._ready() is not None]
         # A spoken chunk whose silence is due gets it after the step: a failed step
         # leaves every utterance as it was.
-        pausing = [u for u in due if u._progress.finished()]
-        ready = [u for u in due if not u._progress.finished()]
-        prompted = [u for u in ready if u._progress.text_embeddings is not None]
-        batched = [u for u in ready if u._progress.text_embeddings is None]
+        pausing = [u for u in due if u._chunk.finished()]
+        ready = [u for u in due if not u._chunk.finished()]
+        prompted = [u for u in ready if u._chunk.text_embeddings is not None]
+        batched = [u for u in ready if u._chunk.text_embeddings is None]
         groups = [group for group in (prompted, batched) if group]
-        lengths = [(u._cache, u._cache.length) for u in ready]
+        lengths = [(u._working_cache, u._working_cache.length) for u in ready]
         try:
             outputs = [
                 self._transformer_step(group, prompt_threads if group is prompted else None)
@@ -281,12 +299,12 @@ class Synthesizer:
     ) -> torch.Tensor:
         """The transformer's pass for `group` (feeding the texts of those that start a
         chunk); changes nothing but their caches."""
-        prefixes = [u._progress.text_embeddings for u in group]
-        if prefixes[0] is None:
-            prefixes = None
+        # A group's chunks all start (each has its text) or none does.
+        texts = [u._chunk.text_embeddings for u in group]
+        prefixes = [text for text in texts if text is not None] or None
         with intra_op_threads(prompt_threads if prefixes else None):
             previous = torch.cat([u._input_latent() for u in group])
-            z = self.model.flow_lm.step(previous, [u._cache for u in group], prefixes)
+            z = self.model.flow_lm.step(previous, [u._working_cache for u in group], prefixes)
         if not torch.isfinite(z).all():
             raise EngineError(INVALID_AUDIO)
         return z
@@ -295,7 +313,7 @@ class Synthesizer:
         """End the chunks whose speech ended, and sample the others' next latents."""
         flow_lm = self.model.flow_lm
         for u in group:
-            u._progress.text_embeddings = None
+            u._chunk.text_embeddings = None
         eos_logits = flow_lm.eos_logit(z).tolist()
         rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
         if not rows:
@@ -304,7 +322,7 @@ class Synthesizer:
         latents = flow_lm.sample(z[rows], noise, self.decode_steps)
         return {
             id(group[i]): group[i]._emit(latent)
-            for latent, i in zip(latents.split(1), rows, strict=True)
+            for latent, i in zip(torch.split(latents, 1), rows, strict=True)
         }
 
     def decode(self, frames: Sequence[LatentFrame]) -> list[np.ndarray]:
@@ -333,7 +351,10 @@ class Synthesizer:
             same_length.setdefault(len(run), []).append(run)
         groups = []
         for group in same_length.values():
-            latents = torch.stack([torch.cat([frames[i].latent for i in run]) for run in group])
+            latents = torch.stack([
+                torch.cat([latent for i in run if (latent := frames[i].latent) is not None])
+                for run in group
+            ])
             states = [frames[run[0]].decoder for run in group]
             streams = states[0] if len(states) == 1 else DecoderBatch(states)
             groups.append(
@@ -397,14 +418,14 @@ class Synthesizer:
         for piece in pieces:
             prepared = prepare_text(piece, model.text_rules)
             tokens = torch.tensor([model.tokenizer.encode(prepared.text)], dtype=torch.long)
+            max_frames = max_frames_for(tokens.shape[1], model.frame_rate)
+            if options.max_frames_per_chunk:  # None or 0: no limit of the caller's
+                max_frames = min(max_frames, options.max_frames_per_chunk)
             chunks.append(TextChunk(
                 text=prepared.text,
                 tokens=tokens,
                 frames_after_eos=frames_after_eos_for(prepared, requested),
-                max_frames=min(
-                    max_frames_for(tokens.shape[1], model.frame_rate),
-                    options.max_frames_per_chunk or math.inf,
-                ),
+                max_frames=max_frames,
             ))
         return chunks
 

@@ -25,9 +25,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -106,7 +106,7 @@ class SynthesisWorker:
         threads_per_stage: int | None = None, max_batch: int = 8,
         prompt_threads: int | None = None, take_turns: bool | None = None,
         policy: BatchingPolicy | None = None,
-        on_failure: Callable[[BaseException], None] | None = None,
+        on_failure: Callable[[BaseException], object] | None = None,
         heap_trims: HeapTrimSchedule | None = None,
         contention: Contention | None = None,
     ):
@@ -186,7 +186,7 @@ class SynthesisWorker:
 
     def stream(
         self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS
-    ) -> Iterator[np.ndarray]:
+    ) -> Generator[np.ndarray, None, None]:
         """Audio frames of one text as they are decoded; stops the job if abandoned."""
         job = self.submit(voice, text, options)
         try:
@@ -341,7 +341,8 @@ class SynthesisWorker:
         """One FlowLM step of `jobs`; their frames (or their ends) go to the decode queue."""
         with self._wake:
             every_core = self.policy.step_on_every_core(self._view(), turns)
-        stepped = self._step(list(jobs), self._cores_for(every_core))
+        # The policy names jobs by the keys `_view()` gave it: our jobs themselves.
+        stepped = self._step(cast("list[SynthesisJob]", list(jobs)), self._cores_for(every_core))
         decoded = set() if turns else self._decode_urgent_frames(stepped)
         entries = []
         with self._wake:
@@ -473,7 +474,8 @@ class SynthesisWorker:
         if not indices:
             return []
         chosen = set(indices)
-        batch, left = [], deque()
+        batch: list[_Entry] = []
+        left: deque[_Entry] = deque()
         for index, entry in enumerate(self._decode_queue):
             (batch if index in chosen else left).append(entry)
         self._decode_queue = left
