@@ -28,6 +28,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import get_token, hf_hub_download, try_to_load_from_cache
@@ -221,7 +222,7 @@ def fetch(hub_file: HubFile, options: DownloadOptions) -> Path:
 class _NoProgress(tqdm):
     """huggingface_hub draws bars with any tqdm class it is given; this one draws none."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["disable"] = True
         super().__init__(*args, **kwargs)
 
@@ -297,7 +298,8 @@ def _access_denied(hub_file: HubFile, error: Exception) -> AccessDeniedError:
     token = "the token in HF_TOKEN" if get_token() else "no token (set HF_TOKEN)"
     return AccessDeniedError(
         f"the hub refused {hub_file} with {token}: it is gated, accept its terms at "
-        f"{hub_constants.ENDPOINT}/{hub_file.repo_id} with the token's account ({_first_line(error)})"
+        f"{hub_constants.ENDPOINT}/{hub_file.repo_id} with the token's account "
+        f"({_first_line(error)})"
     )
 
 
@@ -347,7 +349,10 @@ def _voice_cloning_weights(entry: ModelEntry, options: DownloadOptions) -> Path 
         reason = "they are not on disk and downloads are off"
     elif get_token() is None:
         # Anonymous requests to a gated repository always fail: do not ask.
-        reason = f"no Hugging Face token (accept the terms of {entry.weights.repo_id}, then set HF_TOKEN)"
+        reason = (
+            f"no Hugging Face token (accept the terms of {entry.weights.repo_id}, "
+            "then set HF_TOKEN)"
+        )
     else:
         try:
             return fetch(entry.weights, options)

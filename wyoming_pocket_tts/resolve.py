@@ -212,6 +212,7 @@ def voice_loader(
             except DownloadError as err:  # reported like any unusable voice
                 raise VoiceError(f"voice {source.name} is unavailable: {err}") from err
             return files.load_state(path)
+        assert source.path is not None  # a voice that is not predefined is a file
         path = source.checked_path()
         try:
             if source.kind is VoiceKind.STATE:

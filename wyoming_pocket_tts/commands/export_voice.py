@@ -15,7 +15,11 @@ HELP = "encode a voice recording into a reusable voice .safetensors file"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("audio", type=Path, help="voice recording (wav, flac, ogg, mp3, ...): 5 to 30 s of clear speech; only the first 30 s are used")
+    parser.add_argument(
+        "audio", type=Path,
+        help="voice recording (wav, flac, ogg, mp3, ...): 5 to 30 s of clear speech; "
+        "only the first 30 s are used",
+    )
     parser.add_argument("output", type=Path, help="voice-state file to write (.safetensors)")
 
 

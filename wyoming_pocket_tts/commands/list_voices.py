@@ -54,7 +54,8 @@ def main(args: argparse.Namespace) -> int:
             )
     custom = {name: s for name, s in sources.items() if s.kind is not VoiceKind.PREDEFINED}
     if args.voices_dir is not None:
-        print(f"Custom voices in {args.voices_dir}:" if custom else f"No voices in {args.voices_dir}")
+        folder = args.voices_dir
+        print(f"Custom voices in {folder}:" if custom else f"No voices in {folder}")
         width = max((len(name) for name in custom), default=0)
         for name in sorted(custom):
             print(f"  {name:<{width}}  {custom[name].description}")

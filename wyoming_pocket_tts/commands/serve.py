@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,7 +96,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--voices-dir",
         type=Path,
         help="folder of custom voices: audio files to clone and .safetensors voice states, "
-        "each named by its file name without extension; read again on every request and every Describe",
+        "each named by its file name without extension; read again on every request and "
+        "every Describe",
     )
     add_download_arguments(parser)
     parser.add_argument(
@@ -186,7 +187,7 @@ def _defaults_from_environment(parser: argparse.ArgumentParser, environ: Mapping
     Walks the parser's actions (argparse has no public way to list them) so that options
     defined elsewhere, such as the download ones, get their variables too.
     """
-    defaults = {}
+    defaults: dict[str, object] = {}
     for action in parser._actions:
         variable = ENV_PREFIX + action.dest.upper()
         if (
@@ -203,7 +204,7 @@ def _defaults_from_environment(parser: argparse.ArgumentParser, environ: Mapping
                 )
             defaults[action.dest] = value.lower() in _TRUE
         elif isinstance(action, argparse._AppendAction):
-            convert = action.type or str
+            convert: Callable[[str], object] = action.type if callable(action.type) else str
             defaults[action.dest] = [
                 convert(item.strip()) for item in value.split(",") if item.strip()
             ]
@@ -390,7 +391,7 @@ def freeze_start_up_objects() -> int:
     return gc.get_freeze_count()
 
 
-def _speak_unheard(frames: Iterator[np.ndarray]) -> None:
+def _speak_unheard(frames: Generator[np.ndarray, None, None]) -> None:
     """Take the first `WARM_UP_FRAMES` frames, then close the stream, which stops its job."""
     with contextlib.closing(frames):
         for _ in itertools.islice(frames, WARM_UP_FRAMES):
