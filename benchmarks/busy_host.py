@@ -65,10 +65,7 @@ def parse_cores(text: str) -> set[int]:
 @contextmanager
 def neighbours(level: str, cores: set[int]):
     """Busy processes on `cores` for the length of the block."""
-    if level == "torch":
-        scripts = [TORCH_NEIGHBOUR]
-    else:
-        scripts = [BUSY_NEIGHBOUR] * int(level)
+    scripts = [TORCH_NEIGHBOUR] if level == "torch" else [BUSY_NEIGHBOUR] * int(level)
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", script], preexec_fn=lambda: os.sched_setaffinity(0, cores),
@@ -108,10 +105,8 @@ def measure(start, sample_rate: int) -> dict:
         return samples / sample_rate / (time.perf_counter() - started)
 
     first_audio()  # warm-up
-    return {
-        "first_audio_ms": 1000 * statistics.median(first_audio() for _ in range(FIRST_AUDIO_SAMPLES)),
-        "speed_x": speed(),
-    }
+    first_audio_s = statistics.median(first_audio() for _ in range(FIRST_AUDIO_SAMPLES))
+    return {"first_audio_ms": 1000 * first_audio_s, "speed_x": speed()}
 
 
 def _close(frames) -> None:
@@ -193,7 +188,9 @@ def main() -> None:
     voice = write_voice_wav(directory / "voice0.wav", seconds=5.0, seed=0)
     child_args = ["--config", str(built.config_path), "--voice", str(voice)]
     levels = args.levels.split(",")
-    results: dict[str, dict[str, list[dict]]] = {level: {e: [] for e in ENGINES} for level in levels}
+    results: dict[str, dict[str, list[dict]]] = {
+        level: {e: [] for e in ENGINES} for level in levels
+    }
     for round_number in range(1, args.runs + 1):
         for level in levels:
             for engine in ENGINES:

@@ -260,9 +260,10 @@ def run_reference(config: Path, voices: list[Path]) -> dict:
 
 def _measure(startup: float, first_audio, speed) -> dict:
     first_audio()  # warm-up: lazy initialisation is not what we measure
+    first_audio_s = statistics.median(first_audio() for _ in range(FIRST_AUDIO_SAMPLES))
     return {
         "startup_s": startup,
-        "first_audio_ms": 1000 * statistics.median(first_audio() for _ in range(FIRST_AUDIO_SAMPLES)),
+        "first_audio_ms": 1000 * first_audio_s,
         "speed_x": speed(),
         "peak_rss_mb": _peak_rss_mb(),
     }
@@ -309,7 +310,9 @@ def main() -> None:
         print(f"round {round_number} of {args.runs}: {', '.join(ENGINES)}", flush=True)
         rounds.append({engine: _child(engine, built.config_path, voices) for engine in ENGINES})
     results = {
-        engine: {key: statistics.median(r[engine][key] for r in rounds) for key in rounds[0][engine]}
+        engine: {
+            key: statistics.median(r[engine][key] for r in rounds) for key in rounds[0][engine]
+        }
         for engine in ENGINES
     }
     rows = [
@@ -327,7 +330,8 @@ def main() -> None:
     ]
     print(f"\nmodel {args.model} ({args.weights} checkpoint), {args.runs} rounds (median); "
           f"machine: {_machine()}")
-    print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} {'ours int8':>10} {'int8/ref':>9}")
+    print(f"{'':42} {'reference':>10} {'ours':>10} {'ours/ref':>9} "
+          f"{'ours int8':>10} {'int8/ref':>9}")
     for label, key, fmt in rows:
         cells = []
         for engine in ENGINES:

@@ -237,7 +237,7 @@ def run_ours(configs: dict[str, str], voice: Path) -> dict:
             beside.append(_timed_together(stages, counts, per_stage))
         results = {"four_cores_per_stage": per_stage}
         for name, rounds in (("alone", alone), ("beside", beside)):
-            step, call = (min(stage) for stage in zip(*rounds))
+            step, call = (min(stage) for stage in zip(*rounds, strict=True))
             results[f"four_step_{name}"] = 1000 * step
             results[f"four_mimi_{name}"] = 1000 * call / (STREAMS * DECODE_FRAMES_PER_JOB)
         return results
@@ -282,7 +282,9 @@ def flow_lm_megabytes(weights: Path) -> tuple[float, float]:
     plain = int8 = 0
     with safe_open(str(weights), "pt") as checkpoint:
         for key in checkpoint.keys():  # noqa: SIM118 (safe_open is not iterable)
-            if not key.startswith(("flow_lm.transformer.", "flow_lm.flow_net.")) or ".time_embed." in key:
+            if ".time_embed." in key:
+                continue
+            if not key.startswith(("flow_lm.transformer.", "flow_lm.flow_net.")):
                 continue
             stored = checkpoint.get_slice(key)
             elements = math.prod(stored.get_shape())
@@ -341,7 +343,10 @@ def main() -> None:
         print(json.dumps(run(json.loads(args.configs), args.voice)))
         return
 
-    print(f"building / loading the random-weight {args.model} model and its thin twin ...", flush=True)
+    print(
+        f"building / loading the random-weight {args.model} model and its thin twin ...",
+        flush=True,
+    )
     real, thin = build_checkpoint(args), build_checkpoint(args, thin=True)
     voice = write_voice_wav(checkpoint_directory(args) / "voice0.wav", seconds=5.0, seed=0)
     configs = {"real": str(real.config_path), "thin": str(thin.config_path)}
@@ -353,24 +358,31 @@ def main() -> None:
     report(f"{args.model} ({args.weights} checkpoint)", rates, reference, ours, plain_mb, int8_mb)
 
 
-def report(model: str, rates: dict, reference: dict, ours: dict, plain_mb: float, int8_mb: float) -> None:
+def report(
+    model: str, rates: dict, reference: dict, ours: dict, plain_mb: float, int8_mb: float
+) -> None:
     cores = rates["cores"]
     bandwidth = rates[f"read_gbs_{cores}"]
     product = rates["matmul_gflops"]
     print(f"\nmodel {model}; machine: {_machine()}")
-    print(f"read bandwidth {rates['read_gbs_1']:.1f} GB/s on 1 core, {bandwidth:.1f} GB/s on {cores}; "
+    print(f"read bandwidth {rates['read_gbs_1']:.1f} GB/s on 1 core, "
+          f"{bandwidth:.1f} GB/s on {cores}; "
           f"float32 products {product:.0f} GFLOP/s on {cores} cores\n")
-    print(f"{'one stream, milliseconds per 80 ms frame':52} {'reference':>10} {'ours':>8} {'ours int8':>10}")
+    print(f"{'one stream, milliseconds per 80 ms frame':52} "
+          f"{'reference':>10} {'ours':>8} {'ours int8':>10}")
     rows = [
-        ("a frame as served (60-word paragraph)", reference["frame_real"], ours["frame_real"], ours["frame_real_int8"]),
-        ("  the thin model's frame: fixed costs", reference["frame_thin"], ours["frame_thin"], ours["frame_thin_int8"]),
+        ("a frame as served (60-word paragraph)",
+         reference["frame_real"], ours["frame_real"], ours["frame_real_int8"]),
+        ("  the thin model's frame: fixed costs",
+         reference["frame_thin"], ours["frame_thin"], ours["frame_thin_int8"]),
         (f"FlowLM step alone, {cores} cores", None, ours["step_real"], ours["step_real_int8"]),
         ("  the thin model's step: fixed costs", None, ours["step_thin"], ours["step_thin_int8"]),
         ("  weights read at the bandwidth above",
          None, plain_mb / bandwidth, int8_mb / bandwidth),
         ("  floor: fixed costs + weights read", None,
          ours["step_thin"] + plain_mb / bandwidth, ours["step_thin_int8"] + int8_mb / bandwidth),
-        (f"Mimi frame alone, {MIMI_FRAMES_PER_CALL} per call, {cores} cores", None, ours["mimi_real"], None),
+        (f"Mimi frame alone, {MIMI_FRAMES_PER_CALL} per call, {cores} cores",
+         None, ours["mimi_real"], None),
         ("  the thin model's frame: fixed costs", None, ours["mimi_thin"], None),
         (f"  {ours['mimi_mflop_real']:.0f} MFLOP at the product rate above", None,
          ours["mimi_mflop_real"] / product, None),
@@ -381,9 +393,12 @@ def report(model: str, rates: dict, reference: dict, ours: dict, plain_mb: float
         cells = [f"{'n/a':>{width}}" if value is None else f"{value:>{width}.1f}"
                  for value, width in zip(values, (10, 8, 10), strict=True)]
         print(f"{label:52} " + " ".join(cells))
-    print(f"\nFlowLM reads {plain_mb:.0f} MB a step without --quantize, {int8_mb:.0f} MB with it. "
+    flow_lm_floor = ours["step_thin"] + plain_mb / bandwidth
+    mimi_floor = ours["mimi_thin"] + ours["mimi_mflop_real"] / product
+    print(f"\nFlowLM reads {plain_mb:.0f} MB a step without --quantize, "
+          f"{int8_mb:.0f} MB with it. "
           "Taking turns (float32, one stream), a frame costs at least the FlowLM floor plus the "
-          f"Mimi floor: {ours['step_thin'] + plain_mb / bandwidth + ours['mimi_thin'] + ours['mimi_mflop_real'] / product:.1f} ms.")
+          f"Mimi floor: {flow_lm_floor + mimi_floor:.1f} ms.")
     report_four_streams(ours)
 
 
@@ -417,12 +432,14 @@ def report_four_streams(ours: dict) -> None:
         for name in ("alone", "beside"):
             ratios = []
             for suffix in ("", "_int8"):
-                step, frame_row = ours[f"four_step_{name}{suffix}"], ours[f"four_mimi_{name}{suffix}"]
+                step = ours[f"four_step_{name}{suffix}"]
+                frame_row = ours[f"four_mimi_{name}{suffix}"]
                 round_ms = four_stream_round_ms(step, frame_row, split)
                 ratios.append(STREAMS * ours[f"frame_real{suffix}"] / round_ms)
             label = f"at best, x one stream as served ({form}, {name})"
             print(f"{label:52} {ratios[0]:>7.2f}x {ratios[1]:>9.2f}x")
-    print(f"\nA round (a frame of each of the {STREAMS} streams) takes at least the FlowLM step and, "
+    print(f"\nA round (a frame of each of the {STREAMS} streams) takes at least the FlowLM "
+          "step and, "
           f"as the worker runs them ('as run'), at least the {STREAMS} streams' Mimi frames on "
           "Mimi's thread; were Mimi's work split evenly between the threads ('Mimi split'), "
           "at least half the two stages' work. Against one stream's frame as served, that is "

@@ -205,7 +205,9 @@ class EngineChild:
 
     def __init__(self, engine: str, config: Path, voice: Path):
         self.engine = engine
-        self._log = tempfile.TemporaryFile("w+")  # a pipe left unread could fill and block it
+        # A file, not a pipe: a pipe left unread could fill and block the server. Closed by
+        # close(): the server outlives any one block.
+        self._log = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self._process = subprocess.Popen(
             [
                 sys.executable,

@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from wyoming.audio import AudioChunk, AudioStop
 from wyoming.error import Error
-from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.event import Event, Eventable, async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
@@ -114,9 +114,17 @@ class ProcessState:
 
 def process_state(pid: int) -> ProcessState:
     status = Path(f"/proc/{pid}/status").read_text()
-    rss_kib = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M)[1])
-    threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M)[1])
+    rss_kib = _status_number(status, "VmRSS")
+    threads = _status_number(status, "Threads")
     return ProcessState(rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), threads)
+
+
+def _status_number(status: str, name: str) -> int:
+    """The number on the `name:` line of a /proc/PID/status text."""
+    match = re.search(rf"^{name}:\s+(\d+)", status, re.M)
+    if match is None:
+        raise RuntimeError(f"/proc status without {name}")
+    return int(match[1])
 
 
 # ---------------------------------------------------------------------------
@@ -151,7 +159,8 @@ def _words(text: str) -> list[str]:
 
 
 async def _read_audio(
-    connection: Connection, kind: str, end_type: type, started: float, hang_up: bool = False
+    connection: Connection, kind: str, end_type: type[Eventable], started: float,
+    hang_up: bool = False,
 ) -> Outcome:
     first = None
     while (event := await connection.receive()) is not None:
@@ -267,7 +276,7 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
     results = Results(before=process_state(pid) if pid else None)
     outcomes: list[Outcome] = []
     deadline = time.monotonic() + args.seconds if args.seconds else None
-    next_request = iter(enumerate(kinds))
+    next_request = iter(kinds)  # shared by the clients: each takes the next one
     started = time.monotonic()
     window: list[float] = []  # memory sampled during the hundred requests under way
     running = asyncio.Event()  # cleared while the clients wait for the server to idle
@@ -280,7 +289,7 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
             results.rss_mib_range_per_100.append((round(low, 1), round(middle, 1), round(high, 1)))
         window.clear()
 
-    async def idle_pause() -> None:
+    async def idle_pause(pid: int) -> None:
         while in_flight:
             await asyncio.sleep(0.05)
         await asyncio.sleep(IDLE_S)
@@ -289,7 +298,7 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
 
     async def client() -> None:
         nonlocal in_flight
-        for index, kind in next_request:
+        for kind in next_request:
             await running.wait()
             if deadline is not None and time.monotonic() > deadline:
                 return
@@ -309,22 +318,22 @@ async def soak(args: argparse.Namespace, host: str, port: int, pid: int | None) 
             if pid and len(outcomes) == args.warm_up:
                 results.after_warm_up = process_state(pid)
                 running.clear()
-                pauses.append(asyncio.create_task(idle_pause()))
+                pauses.append(asyncio.create_task(idle_pause(pid)))
 
-    async def sample_memory() -> None:
+    async def sample_memory(pid: int) -> None:
         while True:
             if running.is_set():
                 window.append(process_state(pid).rss_mib)
             await asyncio.sleep(SAMPLE_S)
 
     pauses: list[asyncio.Task] = []
-    sampler = asyncio.create_task(sample_memory()) if pid else None
+    sampler = asyncio.create_task(sample_memory(pid)) if pid else None
     await asyncio.gather(*(client() for _ in range(args.clients)))
     await asyncio.gather(*pauses)
     results.seconds = time.monotonic() - started
     if sampler is not None:
         sampler.cancel()
-    if pid:
+    if pid and results.before is not None:
         results.at_end = process_state(pid)
         results.settled = await settle(pid, results.before)
         await asyncio.sleep(IDLE_S)
@@ -440,6 +449,8 @@ def parse_uri(uri: str) -> tuple[str, int]:
     parsed = urlparse(uri)
     if parsed.scheme != "tcp" or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit(f"--uri {uri}: only a loopback tcp:// server can be soaked")
+    if parsed.port is None:
+        raise SystemExit(f"--uri {uri}: give the server's port")
     return parsed.hostname, parsed.port
 
 
@@ -480,7 +491,8 @@ def main() -> None:
     parser.add_argument(
         "--eos-threshold", type=float, default=-1000.0,
         help="the server's end-of-speech threshold: a random-weight model never ends "
-        "speech on its own, so the default ends each sentence at its fewest frames (0: the model's)",
+        "speech on its own, so the default ends each sentence at its fewest frames "
+        "(0: the model's)",
     )  # fmt: skip
     parser.add_argument("--quantize", action="store_true", help="soak an int8 server")
     parser.add_argument("--warm-up", type=int, default=100, help="requests before memory is read")
