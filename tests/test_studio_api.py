@@ -268,6 +268,8 @@ def test_oversized_upload_is_refused(studio):
         ("GET", "api/voices/nobody/export", {}, 404),
         ("GET", "api/voices/voice/preview?text=", {}, 400),
         ("GET", "api/voices/voice/preview?text=" + "a" * 501, {}, 400),
+        ("GET", "api/nothing", {}, 404),
+        ("PUT", "api/voices", {}, 405),
     ],
 )
 def test_bad_requests(studio, method, path, body, status):
@@ -314,12 +316,13 @@ def test_another_site_cannot_change_voices(studio):
     assert studio.api("DELETE", "api/voices/nobody", headers=ingress).status_code == 404
 
 
-def request_from(source: str, port: int, path: str) -> int:
+def request_from(source: str, port: int, path: str) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60,
                                             source_address=(source, 0))
     try:
         connection.request("GET", path)
-        return connection.getresponse().status
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
     finally:
         connection.close()
 
@@ -332,8 +335,9 @@ def test_only_allowed_addresses_and_no_folder(tmp_path, tiny_model, voice_wav):
         *SHORT,
     )
     try:
-        assert request_from("127.0.0.1", server.http_port, "/api/status") == 403
-        assert request_from("127.0.0.2", server.http_port, "/api/status") == 200
+        status, refused = request_from("127.0.0.1", server.http_port, "/api/status")
+        assert status == 403 and "address" in refused["error"]
+        assert request_from("127.0.0.2", server.http_port, "/api/status")[0] == 200
         connection = http.client.HTTPConnection(
             "127.0.0.1", server.http_port, timeout=60, source_address=("127.0.0.2", 0)
         )

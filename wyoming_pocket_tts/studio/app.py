@@ -98,7 +98,7 @@ def _allowed_peers(allowed: tuple[Network, ...]):
                 peer = None
             if peer is None or not any(peer in network for network in allowed):
                 _LOGGER.warning("Studio: refused a request from %s", request.remote)
-                raise web.HTTPForbidden(text="Not allowed from this address.\n")
+                return _error(403, "Not allowed from this address.")
         return await handler(request)
 
     return middleware
@@ -131,13 +131,24 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     except EngineError as error:
         return _error(422, str(error))
     except web.HTTPRequestEntityTooLarge:
-        return _error(413, f"The upload is over the limit of {MAX_UPLOAD_BYTES >> 20} MB.")
+        return _too_large()
+    except web.HTTPException as error:  # aiohttp's own: no such path, or method
+        if error.status < 400:
+            raise
+        response = _error(error.status, f"{error.reason}: {request.method} {request.path}")
+        if "Allow" in error.headers:
+            response.headers["Allow"] = error.headers["Allow"]
+        return response
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     return response
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def _too_large() -> web.Response:
+    return _error(413, f"The upload is over the limit of {MAX_UPLOAD_BYTES >> 20} MB.")
 
 
 async def _page(request: web.Request) -> web.StreamResponse:

@@ -160,15 +160,20 @@ class VoiceLibrary:
         async with self._changing:
             source = self._changeable(name)
             new_name = self._new_name(new_name)
-            for path in self._files_of(name):
-                if path.suffix.lower() in AUDIO_SUFFIXES:  # its cache is named after it
-                    self._unlink(*self._files.all_cache_files(path))
-                target = path.with_name(new_name + path.suffix)
-                try:
-                    os.link(path, target)  # never replaces a file that appeared meanwhile
-                except FileExistsError:
-                    raise StudioError(f"A voice named {new_name} exists already.", 409) from None
-                path.unlink()
+            try:
+                for path in self._files_of(name):
+                    if path.suffix.lower() in AUDIO_SUFFIXES:  # its cache is named after it
+                        self._unlink(*self._files.all_cache_files(path))
+                    target = path.with_name(new_name + path.suffix)
+                    try:
+                        os.link(path, target)  # never replaces a file that appeared meanwhile
+                    except FileExistsError:
+                        raise StudioError(
+                            f"A voice named {new_name} exists already.", 409
+                        ) from None
+                    path.unlink()
+            except OSError as error:
+                raise StudioError(f"Cannot rename {name}: {error.strerror}", 507) from None
             self.voices.forget(source.name)
         try:
             async with self.voices.use(new_name):
@@ -179,7 +184,11 @@ class VoiceLibrary:
 
     async def delete(self, name: str) -> None:
         async with self._changing:
-            self._remove(name, self._changeable(name))
+            source = self._changeable(name)
+            try:
+                self._remove(name, source)
+            except OSError as error:
+                raise StudioError(f"Cannot delete {name}: {error.strerror}", 507) from None
 
     def _remove(self, name: str, source: VoiceSource) -> None:
         for path in self._files_of(name):
