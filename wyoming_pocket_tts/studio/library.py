@@ -7,6 +7,10 @@ to its own, so a crash or a full disk never leaves half a voice, and a name is n
 taken twice. A voice a request is speaking with (or loading) is not deleted or
 renamed under it. Model code (encoding a recording, checking a voice file) runs on
 the voice-loading thread; the event loop only moves small files.
+
+An upload is decoded, and encoded or loaded, once, before its file is written: the
+voice then goes to the voice store as loaded, and a recording's encoding to its cache,
+so nothing is read back from the folder.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ..voices.store import (
     VoiceSource,
     VoiceStore,
 )
-from .uploads import FileKind, StudioError, decode, prepare, sniff
+from .uploads import FileKind, Recording, StudioError, as_wav, decode, prepare, sniff
 
 #: A new voice's name: what Home Assistant shows and sends back, and a file name.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
@@ -128,18 +132,19 @@ class VoiceLibrary:
     # -- changing -----------------------------------------------------------------
 
     async def add(self, name: str | None, filename: str, data: bytes) -> dict:
-        """A new voice from a recording (cloned, encoded once) or a voice file (checked)."""
+        """A new voice from a recording (cloned) or a voice file (checked), loaded."""
         folder = self._writable_folder()
         kind = sniff(data)
         if kind is not FileKind.VOICE_STATE and not self.model.engine.has_voice_cloning:
             raise StudioError(CLONING_UNAVAILABLE, 409)
         name = self._new_name(name or suggest_name(filename, set(self.voices.available())))
         if kind is FileKind.VOICE_STATE:
-            await self._check_voice_file(data)
+            voice = await self._checked_voice_file(data)
             path, content = folder / f"{name}{STATE_SUFFIX}", data
         else:
-            recording = await asyncio.to_thread(lambda: prepare(decode(data, kind)))
-            path, content = folder / f"{name}.wav", await asyncio.to_thread(recording.wav_bytes)
+            wav = await asyncio.to_thread(lambda: as_wav(prepare(decode(data, kind))))
+            voice = await self._encoded(wav.recording)
+            path, content = folder / f"{name}.wav", wav.data
         async with self._changing:
             self._new_name(name)  # another upload may have taken it meanwhile
             try:
@@ -148,12 +153,9 @@ class VoiceLibrary:
                 raise StudioError(f"A voice named {name} exists already.", 409) from None
             except OSError as error:
                 raise StudioError(f"Cannot write {path.name}: {error.strerror}", 507) from None
-        try:
-            async with self.voices.use(name):  # encodes a recording now, once: it is cached
-                pass
-        except VoiceError as error:
-            self._remove(name, self._lookup(name))
-            raise StudioError(f"Cannot make a voice of this recording: {error}") from None
+            self.voices.keep(self._lookup(name), voice)
+            if kind is not FileKind.VOICE_STATE:  # under the lock: no rename or delete yet
+                await asyncio.to_thread(self._files.cache, path, voice, content)
         return self.describe(name)
 
     async def rename(self, name: str, new_name: str) -> dict:
@@ -248,16 +250,25 @@ class VoiceLibrary:
         for path in paths:
             path.unlink(missing_ok=True)
 
-    async def _check_voice_file(self, data: bytes) -> None:
-        """Refused unless this model can speak with it (made for it, or shaped for it)."""
+    async def _checked_voice_file(self, data: bytes) -> VoiceState:
+        """The voice of an uploaded voice file, refused unless this model can speak with it
+        (made for it, or shaped for it)."""
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / f"upload{STATE_SUFFIX}"
             await asyncio.to_thread(path.write_bytes, data)
             try:
-                await self._on_loader(self._files.load_state, path)
+                return await self._on_loader(self._files.load_state, path)
             except VoiceError as error:
                 message = str(error).replace(str(path), "the file")
                 raise StudioError(f"This voice file cannot be used: {message}") from None
+
+    async def _encoded(self, recording: Recording) -> VoiceState:
+        try:
+            return await self._on_loader(
+                self.model.engine.voice_from_samples, recording.samples, recording.sample_rate
+            )
+        except VoiceError as error:
+            raise StudioError(f"Cannot make a voice of this recording: {error}") from None
 
     async def _on_loader(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

@@ -4,7 +4,8 @@ to clone a voice from.
 A recording is decoded with libsndfile (WAV, FLAC, Ogg, MP3), or with ffmpeg, where
 installed, for what phones and browsers record (M4A/AAC, WebM/Opus). Only its first
 minute is decoded; it is then checked (long enough, not silent, not clipped), its
-quiet start and end are cut, and it is kept to the 30 s the model listens to.
+quiet start and end are cut, and it is kept to the 30 s the model listens to. It is
+decoded once: the voice is encoded from the samples of the WAV the voices folder keeps.
 """
 
 from __future__ import annotations
@@ -87,11 +88,24 @@ class Recording:
     def seconds(self) -> float:
         return len(self.samples) / self.sample_rate
 
-    def wav_bytes(self) -> bytes:
-        """16-bit WAV: what the voices folder keeps (the model reads it at any rate)."""
-        out = io.BytesIO()
-        soundfile.write(out, self.samples, self.sample_rate, format="WAV", subtype="PCM_16")
-        return out.getvalue()
+
+@dataclass(frozen=True)
+class Wav:
+    """A recording as the voices folder keeps it: 16-bit WAV (the model reads any rate)."""
+
+    data: bytes
+    #: What reading `data` gives back, to the bit: the voice encoded from it is the one
+    #: the file makes when its cache is gone.
+    recording: Recording
+
+
+def as_wav(recording: Recording) -> Wav:
+    # Rounded to 16 bits here rather than by libsndfile, so that the samples it reads
+    # back (each divided by 2**15) are known without reading them.
+    pcm = np.clip(np.rint(recording.samples * 32767.0), -32768, 32767).astype(np.int16)
+    out = io.BytesIO()
+    soundfile.write(out, pcm, recording.sample_rate, format="WAV", subtype="PCM_16")
+    return Wav(out.getvalue(), Recording(pcm.astype(np.float32) / 32768, recording.sample_rate))
 
 
 def decode(data: bytes, kind: FileKind) -> Recording:

@@ -117,6 +117,11 @@ class VoiceFiles:
         self._store(voice, places, digest, path)
         return voice
 
+    def cache(self, audio: Path, voice: VoiceState, content: bytes) -> None:
+        """Cache a voice encoded elsewhere from the recording just written to `audio` as
+        `content`: hashed from memory, so that the file is not read back."""
+        self._store(voice, self._cache_files(audio), hashlib.sha256(content).hexdigest(), audio)
+
     def all_cache_files(self, audio: Path) -> list[Path]:
         """The cached states of a recording for every model, in every place they may be:
         what deleting the recording leaves behind unless these go too."""

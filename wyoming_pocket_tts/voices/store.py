@@ -195,6 +195,13 @@ class VoiceStore(Generic[V]):
             for source, loading in self._loading.items()
         )
 
+    def keep(self, source: VoiceSource, voice: V) -> None:
+        """Hold a voice loaded elsewhere as `source`'s, as if loaded here: the studio has a
+        new voice in hand when it writes its file, and reading that back would load it twice."""
+        self._loaded[source.name] = _Loaded(source, voice)  # replaces a stale version, if any
+        self._loaded.move_to_end(source.name)
+        self._evict()
+
     def forget(self, name: str) -> None:
         """Drop a voice nobody uses from memory: its file was deleted or renamed."""
         entry = self._loaded.get(name)
