@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import io
 import json
+import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,42 @@ def test_status_tells_the_model_version_and_folder(studio, voices_dir, tiny_mode
     assert status["voices_folder"] == str(voices_dir.resolve())
     assert status["default_voice"] == "voice"
     assert "voice" in status["loaded_voices"]
+
+
+def quiet(seconds: float, rate: int = 8000) -> np.ndarray:
+    return np.zeros(round(seconds * rate), dtype=np.int16)
+
+
+def wav(samples: np.ndarray, rate: int = 8000) -> bytes:
+    out = io.BytesIO()
+    soundfile.write(out, samples, rate, format="WAV")
+    return out.getvalue()
+
+
+def test_status_reports_the_limits_the_server_enforces(studio):
+    limits = studio.api("GET", "api/status").json()["limits"]
+
+    at_size = add(studio, b"RIFF" + bytes(limits["upload_bytes"] - 4), "big")
+    assert at_size.status_code == 415, at_size.text  # not refused for its size
+    over_size = add(studio, b"RIFF" + bytes(limits["upload_bytes"] - 3), "big")
+    assert over_size.status_code == 413, over_size.text
+
+    too_long = add(studio, wav(quiet(limits["recording_seconds"] + 1)), "long")
+    assert too_long.status_code == 413 and "minutes" in too_long.json()["error"]
+    # Speech after the part that is decoded is not heard.
+    speech = speech_like_signal(5.0, 8000, seed=3, trailing_silence=0.3)
+    late = np.concatenate([quiet(limits["decoded_seconds"] + 1) / 32768, speech])
+    assert "silent" in add(studio, wav(late), "late").json()["error"]
+    short = add(studio, recording(seconds=limits["min_speech_seconds"] - 0.5), "short")
+    assert short.status_code == 422 and "of speech" in short.json()["error"]
+    assert limits["recommended_seconds"][1] == limits["prompt_seconds"]
+    assert limits["min_speech_seconds"] < limits["recommended_seconds"][0]
+
+    text = "a" * (limits["preview_chars"] + 1)
+    assert studio.api("GET", "api/voices/voice/preview", params={"text": text}).status_code == 400
+    for name in ("a" * 49, "-a", "a.b"):
+        assert not re.fullmatch(limits["name_pattern"], name)
+        assert add(studio, recording(), name).status_code == 400
 
 
 def test_the_page_is_served_with_relative_urls(studio):

@@ -146,6 +146,50 @@ def test_record_a_voice_with_the_microphone(studio, browser):
     assert studio.api("DELETE", "api/voices/microphone").status_code == 204
 
 
+def test_the_page_takes_its_limits_from_the_server(studio, browser):
+    limits = studio.api("GET", "api/status").json()["limits"]
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    page.locator("#record:enabled").wait_for()  # the status has come
+    shortest, longest = limits["recommended_seconds"]
+    assert page.inner_text("#speech-advice") == f"{shortest:g} to {longest:g} s"
+    assert page.locator("#preview-text").evaluate("e => e.maxLength") == limits["preview_chars"]
+    # The browser reads the server's name pattern as the server does.
+    for name, valid in (("my-voice_2", True), ("a" * 49, False), ("-a", False)):
+        page.fill("#add-name", name)
+        assert page.locator("#add-name").evaluate("e => e.validity.valid") is valid, name
+    page.close()
+
+
+RECORDED_SECONDS = """async () => {
+    const wav = new DataView(await state.recorded.arrayBuffer());
+    return (wav.byteLength - 44) / wav.getUint32(28, true);  // bytes over bytes a second
+}"""
+
+
+def test_the_recorder_stops_where_the_server_stops_listening(studio, browser):
+    """With the status's limits made short, and unlike what the page would say by itself:
+    the page shows them, and its recorder stops on its own after `decoded_seconds`."""
+
+    def short_limits(route) -> None:
+        response = route.fetch()
+        status = response.json()
+        status["limits"].update(decoded_seconds=2, recommended_seconds=[3, 7])
+        route.fulfill(response=response, json=status)
+
+    page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.route("**/api/status", short_limits)
+    page.goto(studio.url)
+    page.locator("#speech-advice", has_text="3 to 7 s").wait_for()
+    page.click("#record")
+    page.locator("#record-state", has_text="speak for 3 to 7 s").wait_for()
+    page.locator("#record-state", has_text="Recorded").wait_for(timeout=15_000)
+    assert 1.0 < page.evaluate(RECORDED_SECONDS) <= 2.0
+    page.close()
+
+
 RECORD_WEBM = """async () => {
     const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
     const recorder = new MediaRecorder(stream, { mimeType: "audio/webm" });

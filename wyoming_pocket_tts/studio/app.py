@@ -32,13 +32,15 @@ from ..engine.runtime.worker import SynthesisWorker
 from ..server.recent import RECENT_REQUESTS
 from ..voices.files import VoiceFiles
 from ..voices.store import UnknownVoiceError, VoiceStore
-from .library import CLONING_UNAVAILABLE, NAME_RULE, Model, VoiceLibrary
+from .library import CLONING_UNAVAILABLE, NAME_PATTERN, NAME_RULE, Model, VoiceLibrary
 from .options import Network
 from .preview import stream_preview
 from .uploads import (
+    DECODED_SECONDS,
     MAX_RECORDING_SECONDS,
     MAX_UPLOAD_BYTES,
     MIN_SPEECH_SECONDS,
+    RECOMMENDED_SECONDS,
     StudioError,
     can_decode_compressed_audio,
 )
@@ -180,12 +182,16 @@ class _Api:
             "default_voice": library.voices.default_voice,
             "loaded_voices": library.voices.loaded,
             "sentence_silence": getattr(self._studio.options, "sentence_silence", 0.0),
+            # What the server checks, for the page (and any client) to check the same.
             "limits": {
                 "upload_bytes": MAX_UPLOAD_BYTES,
                 "recording_seconds": MAX_RECORDING_SECONDS,
+                "decoded_seconds": DECODED_SECONDS,
                 "prompt_seconds": MAX_PROMPT_SECONDS,
                 "min_speech_seconds": MIN_SPEECH_SECONDS,
+                "recommended_seconds": list(RECOMMENDED_SECONDS),
                 "preview_chars": MAX_PREVIEW_CHARS,
+                "name_pattern": NAME_PATTERN.pattern,
                 "name_rule": NAME_RULE,
             },
             "recent_requests": [record.as_json() for record in RECENT_REQUESTS.newest_first()],
@@ -207,6 +213,8 @@ class _Api:
         data = upload.file.read()
         if not data:
             raise StudioError("The file is empty.", 400)
+        if len(data) > MAX_UPLOAD_BYTES:  # aiohttp's limit is the whole form's, a bit more
+            return _too_large()
         voice = await self._library.add(name.strip() if name else None, upload.filename, data)
         return web.json_response(voice, status=201)
 

@@ -37,8 +37,10 @@ from ..voices.store import (
 )
 from .uploads import FileKind, Recording, StudioError, as_wav, decode, prepare, sniff
 
-#: A new voice's name: what Home Assistant shows and sends back, and a file name.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
+#: A new voice's name: what Home Assistant shows and sends back, and a file name. The
+#: page's name field takes it as its `pattern`, which browsers read with the `v` flag:
+#: there a class's "-" must be escaped.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,47}")
 NAME_RULE = "1 to 48 letters, digits, '_' or '-', starting with a letter or digit"
 #: A voice file as any file the user copies into the folder: others may read it.
 NEW_FILE_MODE = 0o644

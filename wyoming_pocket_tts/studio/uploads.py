@@ -30,6 +30,9 @@ MAX_RECORDING_SECONDS = 600.0
 DECODED_SECONDS = 60.0
 #: Less speech than this gives the model too little to imitate.
 MIN_SPEECH_SECONDS = 2.0
+#: What to ask a speaker for, 5 to 30 s of one person speaking: a few seconds already
+#: make a voice (the predefined ones come from such clips), and the model hears no more.
+RECOMMENDED_SECONDS = (5.0, MAX_PROMPT_SECONDS)
 #: A recording whose loudest sample is below this (-50 dBFS) holds no speech.
 SILENCE_PEAK = 10 ** (-50 / 20)
 #: Samples this close to full scale count as clipped...
@@ -186,7 +189,8 @@ def prepare(recording: Recording) -> Recording:
     if len(speech) < MIN_SPEECH_SECONDS * rate:
         raise StudioError(
             f"The recording has {len(speech) / rate:.1f} s of speech; the model needs at "
-            f"least {MIN_SPEECH_SECONDS:.0f} s (5 to 30 s of clear speech work best)."
+            f"least {MIN_SPEECH_SECONDS:.0f} s ({RECOMMENDED_SECONDS[0]:.0f} to "
+            f"{RECOMMENDED_SECONDS[1]:.0f} s of clear speech work best)."
         )
     return Recording(np.ascontiguousarray(speech), rate)
 

@@ -49,7 +49,22 @@ async function refreshStatus() {
   const canAdd = status.voices_folder !== null;
   $("add-button").disabled = !canAdd;
   $("record").disabled = !canAdd || !status.voice_cloning.available;
+  applyLimits(status.limits);
   renderRecent(status.recent_requests);
+}
+
+// The page checks what the server checks, with the server's numbers.
+function applyLimits(limits) {
+  $("preview-text").maxLength = limits.preview_chars;
+  $("add-name").pattern = limits.name_pattern;
+  $("add-name").title = `The name: ${limits.name_rule}.`;
+  $("speech-advice").textContent = speechAdvice(limits);
+}
+
+// How long to speak, e.g. "5 to 30 s".
+function speechAdvice(limits) {
+  const [shortest, longest] = limits.recommended_seconds;
+  return `${shortest} to ${longest} s`;
 }
 
 function renderRecent(records) {
@@ -144,6 +159,11 @@ async function addVoice(event) {
   event.preventDefault();
   const file = state.recorded || $("add-file").files[0];
   if (!file) { say("add-message", "Choose a file or record first.", true); return; }
+  const limits = state.status.limits;
+  if (file.size > limits.upload_bytes) {
+    say("add-message", `The file is over the limit of ${Math.floor(limits.upload_bytes / 2 ** 20)} MB.`, true);
+    return;
+  }
   const fileName = file.name || "recording.wav";
   $("add-button").disabled = true;
   say("add-message", "Checking and encoding the voice (this takes a few seconds)…");
@@ -154,7 +174,8 @@ async function addVoice(event) {
     } catch (error) {
       // A format the server cannot decode (M4A, WebM without ffmpeg): the browser may.
       if (error.status !== 415 || fileName.endsWith(".safetensors")) throw error;
-      voice = await upload(await toWav(file), fileName.replace(/\.[^.]*$/, "") + ".wav");
+      const wav = await toWav(file, limits.decoded_seconds);
+      voice = await upload(wav, fileName.replace(/\.[^.]*$/, "") + ".wav");
     }
     say("add-message", `Added ${voice.name}.`);
     state.recorded = null;
@@ -169,12 +190,14 @@ async function addVoice(event) {
   }
 }
 
-// Decode any audio the browser can play and write it as 16-bit mono WAV.
-async function toWav(blob) {
+// Decode any audio the browser can play and write its start as 16-bit mono WAV: the
+// server decodes no more than `maxSeconds` of a recording, and at the browser's rate a
+// longer WAV could be over the upload limit.
+async function toWav(blob, maxSeconds) {
   const context = new (window.AudioContext || window.webkitAudioContext)();
   try {
     const audio = await context.decodeAudioData(await blob.arrayBuffer());
-    const length = audio.length;
+    const length = Math.min(audio.length, Math.floor(maxSeconds * audio.sampleRate));
     const mono = new Float32Array(length);
     for (let channel = 0; channel < audio.numberOfChannels; channel++) {
       const data = audio.getChannelData(channel);
@@ -201,12 +224,13 @@ async function toWav(blob) {
 
 // -- recording --------------------------------------------------------------------------
 
-// The model listens to 30 s at most; a minute leaves room to start and stop.
-const MAX_RECORDING_SECONDS = 60;
+// The recorder stops where the server stops listening: it decodes only a recording's
+// first `decoded_seconds`.
 let recorder = null;
 
 async function toggleRecording() {
   if (recorder) { recorder.stop(); return; }
+  const limits = state.status.limits;
   if (!navigator.mediaDevices || !window.MediaRecorder) {
     $("record-state").textContent =
       "Recording needs a secure page (https, or this computer's localhost): upload a file instead.";
@@ -225,8 +249,9 @@ async function toggleRecording() {
   const started = Date.now();
   const timer = setInterval(() => {
     const seconds = (Date.now() - started) / 1000;
-    $("record-state").textContent = `Recording… ${Math.round(seconds)} s (speak for 5 to 30 s)`;
-    if (seconds >= MAX_RECORDING_SECONDS && recorder) recorder.stop();
+    $("record-state").textContent =
+      `Recording… ${Math.round(seconds)} s of at most ${limits.decoded_seconds} (speak for ${speechAdvice(limits)})`;
+    if (seconds >= limits.decoded_seconds && recorder) recorder.stop();
   }, 500);
   recorder.addEventListener("stop", async () => {
     clearInterval(timer);
@@ -234,7 +259,8 @@ async function toggleRecording() {
     recorder = null;
     $("record").textContent = "Record with the microphone";
     try {
-      const wav = await toWav(new Blob(chunks, { type: chunks[0] ? chunks[0].type : "" }));
+      const recorded = new Blob(chunks, { type: chunks[0] ? chunks[0].type : "" });
+      const wav = await toWav(recorded, limits.decoded_seconds);
       state.recorded = new File([wav], "recording.wav", { type: "audio/wav" });
       $("record-state").textContent = `Recorded ${Math.round((Date.now() - started) / 1000)} s: name it and add it.`;
       if (!$("add-name").value) $("add-name").value = "my_voice";
