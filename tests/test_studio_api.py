@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import http.client
 import io
@@ -21,9 +22,11 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, Synthe
 
 from tests.support.studio_server import StudioServer, start_studio_server
 from tests.support.voices_audio import speech_like_signal
+from wyoming_pocket_tts import studio as studio_package
 
 SHORT = ["--eos-threshold", "-1000"]  # every chunk ends after the minimum of frames
 RATE = 24000
+REPO = Path(__file__).resolve().parent.parent
 
 
 def recording(
@@ -112,6 +115,42 @@ def test_status_reports_the_limits_the_server_enforces(studio):
     for name in ("a" * 49, "-a", "a.b"):
         assert not re.fullmatch(limits["name_pattern"], name)
         assert add(studio, recording(), name).status_code == 400
+
+
+def statuses_in_code() -> set[int]:
+    """Every HTTP status the studio's code names: in a StudioError or an error response,
+    as `status=` or a `status` parameter's default, or as an aiohttp exception."""
+    from aiohttp import web
+
+    found: set[int] = set()
+    for path in Path(studio_package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            values: list[ast.expr] = []
+            if isinstance(node, ast.Call):
+                callee = node.func.id if isinstance(node.func, ast.Name) else getattr(
+                    node.func, "attr", ""
+                )
+                if callee in ("StudioError", "_error"):
+                    values += node.args
+                values += [keyword.value for keyword in node.keywords if keyword.arg == "status"]
+            elif isinstance(node, ast.arguments):
+                named = [*node.posonlyargs, *node.args]
+                defaults = zip(named[len(named) - len(node.defaults):], node.defaults)
+                values += [default for argument, default in defaults if argument.arg == "status"]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("HTTP"):
+                found.add(getattr(getattr(web, node.attr, None), "status_code", -1))
+            found |= {
+                value.value for value in values
+                if isinstance(value, ast.Constant) and isinstance(value.value, int)
+            }
+    return {status for status in found if 100 <= status < 600}
+
+
+def test_the_doc_lists_every_status_the_studio_answers_with():
+    found = statuses_in_code()
+    assert {201, 204, 413, 422, 507} <= found  # the search finds what is there
+    doc = (REPO / "docs" / "studio-api.md").read_text()
+    assert sorted(status for status in found if f"`{status}`" not in doc) == []
 
 
 def test_the_page_is_served_with_relative_urls(studio):
