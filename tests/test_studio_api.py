@@ -135,7 +135,7 @@ def statuses_in_code() -> set[int]:
                 values += [keyword.value for keyword in node.keywords if keyword.arg == "status"]
             elif isinstance(node, ast.arguments):
                 named = [*node.posonlyargs, *node.args]
-                defaults = zip(named[len(named) - len(node.defaults):], node.defaults)
+                defaults = zip(named[len(named) - len(node.defaults):], node.defaults, strict=True)
                 values += [default for argument, default in defaults if argument.arg == "status"]
             elif isinstance(node, ast.Attribute) and node.attr.startswith("HTTP"):
                 found.add(getattr(getattr(web, node.attr, None), "status_code", -1))
@@ -209,10 +209,8 @@ def test_preview_streams_a_wav_of_the_text(studio):
     assert response.headers["Content-Type"] == "audio/wav"
     assert response.headers.get("Transfer-Encoding") == "chunked"
     body = response.raw.read()
-    riff, _, wave, channels, rate, bits = (
-        body[:4], body[4:8], body[8:12], *struct.unpack("<HI", body[22:28]), body[34]
-    )
-    assert (riff, wave, channels, rate, bits) == (b"RIFF", b"WAVE", 1, RATE, 16)
+    channels, rate = struct.unpack("<HI", body[22:28])
+    assert (body[:4], body[8:12], channels, rate, body[34]) == (b"RIFF", b"WAVE", 1, RATE, 16)
     audio = np.frombuffer(body[44:], dtype="<i2")
     assert len(audio) >= 6 * 1920 and np.abs(audio).max() > 0
     recent = studio.api("GET", "api/status").json()["recent_requests"][0]
@@ -388,7 +386,9 @@ def test_another_site_cannot_change_voices(studio):
     response = studio.api("DELETE", "api/voices/nobody", headers=evil)
     assert response.status_code == 403
     # Home Assistant's ingress proxy comes from its own origin, with its header.
-    ingress = {"Origin": "http://homeassistant.local:8123", "X-Ingress-Path": "/api/hassio_ingress/x"}
+    ingress = {
+        "Origin": "http://homeassistant.local:8123", "X-Ingress-Path": "/api/hassio_ingress/x"
+    }
     assert studio.api("DELETE", "api/voices/nobody", headers=ingress).status_code == 404
 
 
