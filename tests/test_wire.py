@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from wyoming.event import Event
 
+from wyoming_pocket_tts.engine.pcm import pcm16
 from wyoming_pocket_tts.server.wire import (
     MAX_SECTION_BYTES,
     BadEvent,
     Idle,
     ProtocolError,
     encode,
-    pcm16,
     read_event,
 )
 

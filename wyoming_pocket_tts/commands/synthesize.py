@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
-from wyoming_pocket_tts.server.wire import pcm16
+from wyoming_pocket_tts.engine.pcm import pcm16
 
 if TYPE_CHECKING:
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer

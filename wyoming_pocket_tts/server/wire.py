@@ -1,5 +1,5 @@
 """The Wyoming wire: events read from an untrusted peer, events written in one piece,
-float audio as 16-bit PCM.
+audio frames as chunks.
 
 `wyoming.event.async_read_event` trusts its peer: it reads whatever lengths the header
 names, parses JSON of any depth and waits forever for the rest of an event. Here every
@@ -19,10 +19,10 @@ import numpy as np
 from wyoming.audio import AudioChunk
 from wyoming.event import Event, write_event
 
+from ..engine.pcm import CHANNELS, SAMPLE_WIDTH, pcm16
+
 #: Largest data or payload section accepted; a TTS client sends text, never audio.
 MAX_SECTION_BYTES = 1 << 20
-SAMPLE_WIDTH = 2  # int16
-CHANNELS = 1
 #: Longest piece of client input quoted in an error message or a log line.
 QUOTE_CHARS = 60
 
@@ -129,15 +129,6 @@ def encode(*events: Event) -> bytes:
     for event in events:
         write_event(event, wire)
     return wire.getvalue()
-
-
-def pcm16(frame: np.ndarray) -> bytes:
-    """Float audio in [-1, 1] as little-endian 16-bit PCM, rounded to the nearest step.
-
-    The one conversion of the package: the server and the `synthesize` command give
-    the same samples for the same audio.
-    """
-    return (np.clip(frame, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
 
 
 def audio_chunks(frames: list[np.ndarray], rate: int, first_sample: int) -> list[Event]:
