@@ -1,20 +1,31 @@
 """The open connections: admitted up to a limit, each served by its handler, and all of
 them ended together when the server stops.
 
-Over the limit a connection may still ask Describe, which costs nothing to answer:
-health checks and Home Assistant's own Describe keep working under load. Anything else
-it sends, or silence for a second, gets an `error` naming the limit, then the
-connection is closed: its first event is read first, so that the close is not a reset
-that would lose the error.
+A device that holds connections open without using them must not lock Home Assistant
+out. A newcomer over the limit has a second to send its first event (one that sends
+nothing is refused and displaces no one); once it has, a connection that waits on its
+client is closed at once to make room for it: one with no request in progress that has
+sent nothing for a second (silent, or stalled in the middle of an event), else one
+whose request has waited `STALLED_SECONDS` for its client to take its audio or to send
+a text stream's next text; of those, the one that has waited longest. A connection the
+server is working for, or whose client keeps reading, is never closed for another.
+
+When no connection can make room, the newcomer may still ask Describe, which costs
+nothing to answer: health checks and Home Assistant's own Describe keep working under
+load. Anything else it sends, or silence for a second, gets an `error` naming the
+limit, then the connection is closed: its first event is read first, so that the close
+is not a reset that would lose the error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 from wyoming.error import Error
+from wyoming.event import Event
 from wyoming.info import Describe, Info
 
 from .handler import PocketTTSEventHandler
@@ -22,13 +33,20 @@ from .wire import BadEvent, Idle, ProtocolError, encode, read_event
 
 _LOGGER = logging.getLogger(__name__)
 
-#: How long a connection over the limit has to ask Describe.
-DESCRIBE_ONLY_SECONDS = 1.0
-#: Connections over the limit that may wait for their first event at once: this many
+#: How long a newcomer over the limit has to send its first event, and how long a
+#: connection with nothing in progress keeps its place after its last one: until then
+#: its request may be on its way (a burst of clients must not close one another).
+FIRST_EVENT_SECONDS = 1.0
+#: How long a request may wait on its client before its place may be given away: a
+#: client that plays its audio as it reads takes some every second or so (the send
+#: buffers hold about a second of it), one that has taken none for this long is not
+#: playing it.
+STALLED_SECONDS = 5.0
+#: Newcomers over the limit that may wait for their first event at once: this many
 #: times the limit, and at least the minimum. Beyond them a connection is closed
 #: unread, and a client that has already written gets a reset instead of the error.
-DESCRIBE_ONLY_FACTOR = 4
-DESCRIBE_ONLY_MIN = 64
+WAITING_FACTOR = 4
+WAITING_MIN = 64
 
 
 class Connections:
@@ -41,60 +59,112 @@ class Connections:
         self._handler = handler
         self._info = info
         self._limit = limit
-        self._open: dict[asyncio.Task, PocketTTSEventHandler] = {}
-        self._describe_only = 0  # connections over the limit, which may only ask Describe
-        self._at_limit = False  # refusals are said once per spell at the limit
+        self._open: dict[asyncio.Task[None], PocketTTSEventHandler] = {}
+        self._evicted: set[asyncio.Task[None]] = set()  # closed to make room, not yet ended
+        self._waiting = 0  # newcomers over the limit waiting for their first event
+        self._warned: set[str] = set()  # each warning is said once per spell at the limit
         self._stopping = False
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection to its end (the callback of `asyncio.start_server`)."""
         if self._stopping:
             self._refuse(writer, "the server is stopping")
-        elif len(self._open) < self._limit:
-            self._at_limit = False
+        elif self._has_room():
+            self._warned.clear()
             await self._serve(reader, writer)
-        elif self._describe_only < max(DESCRIBE_ONLY_FACTOR * self._limit, DESCRIBE_ONLY_MIN):
-            self._describe_only += 1
+        elif self._waiting < max(WAITING_FACTOR * self._limit, WAITING_MIN):
+            self._waiting += 1
             try:
-                await self._answer_describe_only(reader, writer)
+                first = await self._first_event(reader)
             finally:
-                self._describe_only -= 1
+                self._waiting -= 1
+            await self._serve_over_limit(reader, writer, first)
         else:
             self._refuse(writer, self._busy())
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: Event | None = None
+    ) -> None:
         handler = self._handler(reader, writer)
         task = asyncio.current_task()
         assert task is not None
         self._open[task] = handler
         try:
-            await handler.run()
+            await handler.run(first)
         except asyncio.CancelledError:
             pass  # dropped at shutdown: asyncio would log a cancelled connection as an error
         finally:
             del self._open[task]
+            self._evicted.discard(task)
 
-    async def _answer_describe_only(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _first_event(self, reader: asyncio.StreamReader) -> Event | None:
         try:
-            event = await read_event(
-                reader, idle_timeout=DESCRIBE_ONLY_SECONDS, partial_timeout=DESCRIBE_ONLY_SECONDS
+            return await read_event(
+                reader, idle_timeout=FIRST_EVENT_SECONDS, partial_timeout=FIRST_EVENT_SECONDS
             )
         except (Idle, BadEvent, ProtocolError, ConnectionError):
-            event = None
-        if event is not None and Describe.is_type(event.type):
+            return None
+
+    async def _serve_over_limit(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: Event | None
+    ) -> None:
+        if first is None:
+            self._refuse(writer, self._busy())
+        elif self._stopping:
+            self._refuse(writer, "the server is stopping")
+        elif self._has_room() or self._make_room():
+            await self._serve(reader, writer, first)
+        elif Describe.is_type(first.type):
             writer.write(encode(self._info().event()))
             writer.close()
         else:
             self._refuse(writer, self._busy())
 
+    def _has_room(self) -> bool:
+        return len(self._open) - len(self._evicted) < self._limit
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest on its client, if one may be
+        closed (see the module's docstring); whether one was."""
+        chosen = min(self._closable(), key=lambda entry: entry[:2], default=None)
+        if chosen is None:
+            return False
+        working, since, task = chosen
+        handler = self._open[task]
+        self._warn_once(
+            "Closing idle or stalled connections to make room: the server is at its limit "
+            f"of {self._limit} connections (--max-connections)"
+        )
+        _LOGGER.debug(
+            "%s: closed to make room: %s for %.1f s", handler.peer,
+            "its request waited on the client" if working else "idle", time.monotonic() - since,
+        )
+        self._evicted.add(task)
+        handler.abort()  # at once: a client that does not read would hold a graceful close
+        return True
+
+    def _closable(self) -> Iterator[tuple[bool, float, asyncio.Task[None]]]:
+        """The connections that may be closed to make room: whether each has a request
+        in progress (one without goes first: closing it loses nothing), and since when
+        it has waited on its client."""
+        now = time.monotonic()
+        for task, handler in self._open.items():
+            since = handler.waiting_since()
+            if since is None or task in self._evicted:
+                continue
+            working = handler.has_work()
+            if now - since >= (STALLED_SECONDS if working else FIRST_EVENT_SECONDS):
+                yield working, since, task
+
     def _busy(self) -> str:
         reason = f"the server is at its limit of {self._limit} connections (--max-connections)"
-        if not self._at_limit:
-            _LOGGER.warning("Refusing requests: %s", reason)
-            self._at_limit = True
+        self._warn_once(f"Refusing requests: {reason}")
         return reason
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            _LOGGER.warning("%s", message)
+            self._warned.add(message)
 
     def _refuse(self, writer: asyncio.StreamWriter, reason: str) -> None:
         _LOGGER.debug("%s: refused: %s", writer.get_extra_info("peername"), reason)

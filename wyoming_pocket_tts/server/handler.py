@@ -19,6 +19,10 @@ utterance (a short silence when there is nothing to say, since an empty one give
 no audio to convert), `synthesize-stopped` after a text stream, or a closed connection,
 also after an error, since Home Assistant ignores `error` events. At shutdown the audio
 stream in progress ends where it is, and the stream it belongs to with it.
+
+The handler also says whether the connection is waiting on its client (for an event,
+for a stream's text, for it to take its audio) and since when: at the connection limit,
+the one that has waited longest may be closed to make room (connections.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -200,6 +205,10 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self._bad_events = 0
         # Since when the client owes the open stream's next text (None: it owes nothing).
         self._text_due_since: float | None = None
+        # When the client last did its part (connected, completed an event, took enough
+        # audio for a write to go out), and the writes now waiting for it to read.
+        self._progress = time.monotonic()
+        self._writes_waiting = 0
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "local")
         connection = writer.get_extra_info("socket")
@@ -208,14 +217,15 @@ class PocketTTSEventHandler(AsyncEventHandler):
 
     # -- reading ------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, first: Event | None = None) -> None:
+        """Serve the connection to its end; `first` is an event already read from it."""
         self._is_running = True
         self._reading = asyncio.current_task()
         self._speaker = asyncio.create_task(self._speak_requests(), name=f"speaker {self.peer}")
         _LOGGER.debug("%s: connected", self.peer)
         at_eof = False
         try:
-            at_eof = await self._read_events()
+            at_eof = await self._read_events(first)
         except (ProtocolError, BadEvent) as err:  # a BadEvent here is a malformed request
             _LOGGER.warning("%s: closing the connection: %s", self.peer, err)
             await self._send_error(f"Bad request: {err}", "bad-request")
@@ -233,10 +243,13 @@ class PocketTTSEventHandler(AsyncEventHandler):
             self.writer.close()
             _LOGGER.debug("%s: disconnected", self.peer)
 
-    async def _read_events(self) -> bool:
-        """Read and handle events until the client or the server ends the connection:
-        True at the end of the input, or when reading was stopped from here."""
+    async def _read_events(self, first: Event | None) -> bool:
+        """Handle `first`, then read and handle events until the client or the server
+        ends the connection: True at the end of the input, or when reading was stopped
+        from here."""
         loop = asyncio.get_running_loop()
+        if first is not None and not await self.handle_event(first):
+            return False
         while self._is_running:
             self._awaiting_input = True
             try:
@@ -252,7 +265,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                         self.peer, self._settings.stream_timeout,
                     )
                     return False
-                if self._has_work():
+                if self.has_work():
                     continue
                 _LOGGER.debug("%s: idle for %g s, closing", self.peer, self._settings.idle_timeout)
                 return False
@@ -269,6 +282,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 self._awaiting_input = False
             if event is None:
                 return True
+            self._progress = time.monotonic()
             if self._text_due_since is not None:  # the stream's clock starts again
                 self._text_due_since = loop.time()
             if not await self.handle_event(event):
@@ -300,8 +314,20 @@ class PocketTTSEventHandler(AsyncEventHandler):
             self._interrupted = True
             self._reading.cancel()
 
-    def _has_work(self) -> bool:
+    # -- at the connection limit --------------------------------------------
+
+    def has_work(self) -> bool:
+        """A request is being spoken or waits its turn, or a text stream is open."""
         return self._speaking or self._stream is not None or not self._requests.empty()
+
+    def waiting_since(self) -> float | None:
+        """Since when (`time.monotonic()`) the connection has waited on its client: for
+        an event or the rest of one, for the text its stream owes, or for it to take the
+        audio already sent; None while it waits on the server (a voice loading, frames
+        being synthesized)."""
+        if self._writes_waiting or not self._speaking or self._text_due_since is not None:
+            return self._progress
+        return None
 
     async def handle_event(self, event: Event) -> bool:
         if Describe.is_type(event.type):
@@ -399,7 +425,12 @@ class PocketTTSEventHandler(AsyncEventHandler):
         """Write `events` in one piece: every write can wake the client, and on a small
         CPU each wake-up takes a core from the engine."""
         self.writer.write(encode(*events))
-        await self.writer.drain()
+        self._writes_waiting += 1
+        try:
+            await self.writer.drain()
+        finally:
+            self._writes_waiting -= 1
+        self._progress = time.monotonic()
 
     async def _send_error(self, text: str, code: str) -> None:
         try:
