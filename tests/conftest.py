@@ -19,9 +19,9 @@ from wyoming_pocket_tts.engine.cpu.process import prepare_process
 # below imports torch (bounded oneDNN caches, MKL's buffers freed, 2 MB pages).
 prepare_process(quantized=False)
 
-from tests.support.reference_model import BuiltModel, build_model
-from tests.support.tokenizer_json import build_test_tokenizers
-from tests.support.voices_audio import write_voice_wav
+from tests.support.reference_model import BuiltModel, build_model  # noqa: E402
+from tests.support.tokenizer_json import build_test_tokenizers  # noqa: E402
+from tests.support.voices_audio import write_voice_wav  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -174,7 +174,9 @@ def _conforms(value: Any, element: str) -> bool:
     """Whether an option value satisfies one schema element such as `int(1,64)`."""
     match = OPTION_TYPE.match(element)
     assert match, f"not an option type: {element}"
-    kind = re.match(r"[a-z]+", element).group()
+    letters = re.match(r"[a-z]+", element)
+    assert letters is not None
+    kind = letters.group()
     if kind == "bool":
         return isinstance(value, bool)
     if kind == "list":
@@ -279,8 +281,9 @@ def test_the_studio_is_the_ingress_page(manifest: dict[str, Any]) -> None:
 
 def test_model_choices_are_the_catalog(manifest: dict[str, Any]) -> None:
     catalog = yaml.safe_load((ROOT / "wyoming_pocket_tts" / "data" / "catalog.yaml").read_text())
-    choices = re.fullmatch(r"list\((.+)\)", manifest["schema"]["model"].strip()).group(1).split("|")
-    assert choices == list(catalog["models"])
+    model_list = re.fullmatch(r"list\((.+)\)", manifest["schema"]["model"].strip())
+    assert model_list is not None
+    assert model_list.group(1).split("|") == list(catalog["models"])
     assert manifest["options"]["model"] == catalog["default_model"]
     assert manifest["options"]["voice"] in catalog["voices"]
 
@@ -312,7 +315,8 @@ def test_translations_cover_the_schema(manifest: dict[str, Any]) -> None:
 
 def test_the_add_on_documentation_has_a_section_for_each_option(manifest: dict[str, Any]) -> None:
     """DOCS.md is what the add-on's Documentation tab shows beside its options."""
-    documented = re.findall(r"^### Option: `([a-z_]+)`$", (ROOT / "DOCS.md").read_text(), re.MULTILINE)
+    docs = (ROOT / "DOCS.md").read_text()
+    documented = re.findall(r"^### Option: `([a-z_]+)`$", docs, re.MULTILINE)
     assert sorted(documented) == sorted(manifest["schema"])
 
 
@@ -369,7 +373,11 @@ bashio::config() {
     if [[ "${result}" == "null" ]]; then echo "${2:-null}"; else printf "%s" "${result}"; fi
 }
 bashio::config.true() { [[ "$(bashio::config "$1")" == "true" ]]; }
-bashio::config.has_value() { local v; v="$(bashio::config "$1" "")"; [[ -n "${v}" && "${v}" != "null" ]]; }
+bashio::config.has_value() {
+    local v
+    v="$(bashio::config "$1" "")"
+    [[ -n "${v}" && "${v}" != "null" ]]
+}
 bashio::log.info() { echo "INFO: $*" >&2; }
 bashio::log.warning() { echo "WARNING: $*" >&2; }
 bashio::log.error() { echo "ERROR: $*" >&2; }
@@ -463,7 +471,9 @@ def variant(value: Any, element: Any) -> Any:
     """A valid option value different from `value`, from its schema element."""
     if isinstance(element, list):
         return ["marius", "my voice"]
-    kind = re.match(r"[a-z]+", element).group()
+    letters = re.match(r"[a-z]+", element)
+    assert letters is not None
+    kind = letters.group()
     if kind == "bool":
         return not value
     if kind == "list":

@@ -9,9 +9,16 @@ import yaml
 
 from wyoming_pocket_tts.catalog import CatalogError, HubFile, find_model, load_catalog, parse_hf_url
 
+# Without the reference package the whole module is skipped, before its imports fail.
 pocket_tts = pytest.importorskip("pocket_tts")
-from pocket_tts.default_parameters import DEFAULT_LANGUAGE, get_default_voice_for_language
-from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES, get_predefined_voice
+from pocket_tts.default_parameters import (  # noqa: E402
+    DEFAULT_LANGUAGE,
+    get_default_voice_for_language,
+)
+from pocket_tts.utils.utils import (  # noqa: E402
+    _ORIGINS_OF_PREDEFINED_VOICES,
+    get_predefined_voice,
+)
 
 REFERENCE_CONFIGS = Path(pocket_tts.__file__).parent / "config"
 LANGUAGE_CODES = {

@@ -22,8 +22,8 @@ from tests.support.engine_calls import record_decodes, record_threads_of_steps
 from tests.support.server import describe, launch, run
 from tests.support.threads import on_new_thread
 from tests.support.waiting import wait_until
-from wyoming_pocket_tts.engine.cpu.contention import ContentionThresholds, CoreContention
 from wyoming_pocket_tts.engine.cpu import threads as threads_module
+from wyoming_pocket_tts.engine.cpu.contention import ContentionThresholds, CoreContention
 from wyoming_pocket_tts.engine.cpu.cores import available_cores, limit_cores
 from wyoming_pocket_tts.engine.cpu.threads import OwnThreadExecutor
 from wyoming_pocket_tts.engine.runtime import worker as worker_module

@@ -133,7 +133,9 @@ async def _zeroconf_renames_twins_here() -> bool:
 def test_name_conflict_gets_a_new_name() -> None:
     _needs_lan_address()
     if not asyncio.run(_zeroconf_renames_twins_here()):
-        pytest.skip("two mDNS responders on this machine's loopback do not hear each other's probes")
+        pytest.skip(
+            "two mDNS responders on this machine's loopback do not hear each other's probes"
+        )
 
     async def scenario():
         first = await register_zeroconf("pocket-twin", "0.0.0.0", 10235, LOOPBACK_ONLY)

@@ -20,7 +20,7 @@ def _help(configure) -> str:
     return parser.format_help()
 
 
-def test_every_text_gives_one_recording_length_for_cloning():
+def test_every_text_gives_one_recording_length_for_cloning() -> None:
     texts = {
         "README.md": (REPO / "README.md").read_text(),
         "DOCS.md": (REPO / "DOCS.md").read_text(),

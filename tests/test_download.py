@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -195,7 +196,7 @@ def test_offline_and_missing_is_one_clear_error(
     assert message.endswith("wyoming-pocket-tts download --model english")
     assert "\n" not in message
 
-    with pytest.raises(MissingFileError, match="download --model english --voice alba$"):
+    with pytest.raises(MissingFileError, match=r"download --model english --voice alba$"):
         resolve_voice_file(entry, "alba", options)
     assert hub.requests == []
 
@@ -229,7 +230,7 @@ def test_a_damaged_file_offline_is_deleted_and_reported_missing(
     first = resolve_model_files(entry, options, want_voice_cloning=False)
     first.tokenizer_path.resolve().write_bytes(truncated(published.tokenizer))
 
-    with pytest.raises(MissingFileError, match="tokenizer.json"):
+    with pytest.raises(MissingFileError, match=re.escape("tokenizer.json")):
         resolve_model_files(entry, _offline(options), want_voice_cloning=False)
     assert not first.tokenizer_path.exists()
 
@@ -282,7 +283,7 @@ def test_a_file_the_hub_lacks_is_a_clear_error(
     hub: FakeHub, entry: ModelEntry, options: DownloadOptions
 ) -> None:
     publish_model(hub, entry)
-    with pytest.raises(DownloadError, match="the hub has no .*embeddings/alba.safetensors"):
+    with pytest.raises(DownloadError, match=r"the hub has no .*embeddings/alba\.safetensors"):
         resolve_voice_file(entry, "alba", options)
 
 
@@ -306,10 +307,10 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing_half_written(
 ) -> None:
     publish_model(hub, entry, weight_floats=100_000)  # 400 kB into 128 kB
 
-    with pytest.raises(DiskFullError, match="not enough disk space in .*small-disk"):
+    with pytest.raises(DiskFullError, match=r"not enough disk space in .*small-disk"):
         fetch(entry.weights_without_cloning, DownloadOptions(download_dir=small_disk))
 
-    blobs = [p for p in small_disk.rglob("blobs/*")]
+    blobs = list(small_disk.rglob("blobs/*"))
     assert blobs == []
     assert (
         find_local(entry.weights_without_cloning, DownloadOptions(download_dir=small_disk)) is None

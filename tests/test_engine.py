@@ -19,11 +19,8 @@ from tests.support.reference_model import (
 )
 from tests.support.voices_audio import write_voice_wav
 from wyoming_pocket_tts.engine.model import kv_cache
-from wyoming_pocket_tts.engine.runtime.synthesizer import (
-    GenerationOptions,
-    LatentFrame,
-    Synthesizer,
-)
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import LatentFrame, Synthesizer
 
 DETERMINISTIC = GenerationOptions(temperature=0.0, max_frames_per_chunk=10)
 LONG_TEXT = (
@@ -85,17 +82,23 @@ def test_decoder_window_is_bounded_and_exact(model, tiny_model):
     from pocket_tts.modules.stateful_module import init_states
 
     frames = 60  # 960 decoder steps: several times the 250-step context
-    latents = torch.randn(1, frames, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(0))
+    latents = torch.randn(
+        1, frames, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(0)
+    )
     reference = reference_tts(tiny_model)
     with torch.no_grad():
-        expected = reference.mimi.decode_from_latent(latents, init_states(reference.mimi, 1, frames * 16))
+        expected = reference.mimi.decode_from_latent(
+            latents, init_states(reference.mimi, 1, frames * 16)
+        )
         state = model.mimi.new_decoder_state()
         sizes, pieces = set(), []
         for i in range(frames):
             pieces.append(model.mimi.decode(latents[:, i : i + 1], state))
             sizes.add(state.transformer_window.keys.shape[3])
         several = model.mimi.new_decoder_state()
-        in_blocks = torch.cat([model.mimi.decode(latents[:, i : i + 7], several) for i in range(0, frames, 7)], -1)
+        in_blocks = torch.cat(
+            [model.mimi.decode(latents[:, i : i + 7], several) for i in range(0, frames, 7)], -1
+        )
     assert sizes == {2 * model.config.mimi.decoder_transformer_config.context}
     torch.testing.assert_close(torch.cat(pieces, -1), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(in_blocks, expected, atol=1e-5, rtol=0)
@@ -116,7 +119,7 @@ def test_window_hands_attention_only_the_keys_its_queries_can_see():
         window.advance(steps)
 
 
-def test_decoder_convolutions_take_a_few_frames_per_call(model):
+def test_decoder_convolutions_take_a_few_frames_per_call(model) -> None:
     """A long run, of one stream or several, reaches the 24 kHz convolutions in pieces of
     a few frames a stream (their activations are the decoder's largest), with the audio
     of one pass."""
@@ -161,18 +164,24 @@ def test_how_frames_are_grouped_into_calls_changes_no_sample(model):
     from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
 
     mimi = model.mimi
-    latents = torch.randn(3, 9, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(4))
+    latents = torch.randn(
+        3, 9, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(4)
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with torch.inference_mode():
             state = mimi.new_decoder_state()
-            one_a_call = torch.cat([mimi.decode(latents[:1, i : i + 1], state) for i in range(9)], -1)
+            one_a_call = torch.cat(
+                [mimi.decode(latents[:1, i : i + 1], state) for i in range(9)], -1
+            )
             state = mimi.new_decoder_state()
             uneven = torch.cat(
                 [mimi.decode(latents[:1, a:b], state) for a, b in ((0, 2), (2, 7), (7, 9))], -1
             )
-            together = mimi.decode(latents, DecoderBatch([mimi.new_decoder_state() for _ in range(3)]))
+            together = mimi.decode(
+                latents, DecoderBatch([mimi.new_decoder_state() for _ in range(3)])
+            )
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(uneven, one_a_call)
@@ -186,7 +195,9 @@ def test_a_mimi_call_finished_after_the_next_one_began_sounds_the_same(model):
     from wyoming_pocket_tts.engine.model.mimi import DecoderBatch
 
     mimi = model.mimi
-    latents = torch.randn(2, 8, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(9))
+    latents = torch.randn(
+        2, 8, model.config.mimi.latent_dim, generator=torch.Generator().manual_seed(9)
+    )
     with torch.inference_mode():
         whole = mimi.decode(latents, DecoderBatch([mimi.new_decoder_state() for _ in range(2)]))
         streams = DecoderBatch([mimi.new_decoder_state() for _ in range(2)])
@@ -199,7 +210,7 @@ def test_a_mimi_call_finished_after_the_next_one_began_sounds_the_same(model):
     torch.testing.assert_close(split, whole, atol=1e-5, rtol=0)
 
 
-def test_streams_decoded_together_sound_as_if_alone(model):
+def test_streams_decoded_together_sound_as_if_alone(model) -> None:
     """One Mimi call for frames of several streams (batched, uneven runs) changes no stream."""
     frames, dim = 30, model.config.mimi.latent_dim
     latents = torch.randn(3, frames, dim, generator=torch.Generator().manual_seed(3))
@@ -216,8 +227,13 @@ def test_streams_decoded_together_sound_as_if_alone(model):
     while any(queues):
         # Stream 1 joins late, stream 0 sometimes hands over two frames, stream 2 three.
         wanted = [1 + tick % 2, 1 if tick >= 4 else 0, 3]
-        batch = [(row, queues[row].pop(0)) for row in range(3) for _ in range(min(wanted[row], len(queues[row])))]
-        for (row, _), audio in zip(batch, synthesizer.decode([frame for _, frame in batch]), strict=True):
+        batch = [
+            (row, queues[row].pop(0))
+            for row in range(3)
+            for _ in range(min(wanted[row], len(queues[row])))
+        ]
+        audios = synthesizer.decode([frame for _, frame in batch])
+        for (row, _), audio in zip(batch, audios, strict=True):
             together[row].append(audio)
         tick += 1
     for expected, pieces in zip(alone, together, strict=True):
@@ -235,8 +251,9 @@ def test_texts_starting_together_share_a_pass_and_sound_as_if_alone(model, voice
         steps = [synthesizer.advance(utterances) for _ in range(4)]
         return [[frames[i].latent for frames in steps] for i in range(len(utterances))]
 
-    alone = [latents([synthesizer.start(v, t, DETERMINISTIC)])[0] for v, t in zip(voices, texts)]
-    together = latents([synthesizer.start(v, t, DETERMINISTIC) for v, t in zip(voices, texts)])
+    pairs = list(zip(voices, texts, strict=True))
+    alone = [latents([synthesizer.start(v, t, DETERMINISTIC)])[0] for v, t in pairs]
+    together = latents([synthesizer.start(v, t, DETERMINISTIC) for v, t in pairs])
     assert len({len(synthesizer.chunks(text)[0].tokens[0]) for text in texts}) == 3
     for expected, got in zip(alone, together, strict=True):
         torch.testing.assert_close(torch.cat(got), torch.cat(expected), atol=1e-5, rtol=1e-5)

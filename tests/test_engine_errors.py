@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import wave
@@ -49,7 +50,7 @@ def test_empty_text(model, voice_wav, text):
 
 def test_missing_tensor_is_named(tiny_model, tmp_path):
     path = _with_weights(tiny_model, tmp_path, lambda t: t.pop("flow_lm.out_norm.weight"))
-    with pytest.raises(CheckpointError, match="flow_lm.out_norm.weight"):
+    with pytest.raises(CheckpointError, match=re.escape("flow_lm.out_norm.weight")):
         PocketTTS.load(path)
 
 
@@ -70,13 +71,14 @@ def test_misshaped_tensor_is_named(tiny_model, tmp_path):
 def test_corrupt_checkpoint(tiny_model, tmp_path):
     weights = tmp_path / "corrupt.safetensors"
     weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
-    with pytest.raises(CheckpointError, match="corrupt.safetensors"):
+    with pytest.raises(CheckpointError, match=re.escape("corrupt.safetensors")):
         PocketTTS.load(tiny_model.config_path, weights_path=weights)
 
 
 def test_voice_cloning_weights_are_optional(tiny_model, tmp_path, voice_wav):
     def drop_encoder(tensors):
-        for key in [k for k in tensors if k.startswith(("mimi.encoder.", "mimi.encoder_transformer."))]:
+        encoder = ("mimi.encoder.", "mimi.encoder_transformer.")
+        for key in [k for k in tensors if k.startswith(encoder)]:
             del tensors[key]
 
     model = PocketTTS.load(_with_weights(tiny_model, tmp_path, drop_encoder))

@@ -34,17 +34,19 @@ from wyoming_pocket_tts.engine.cpu.quantize import (
 )
 from wyoming_pocket_tts.engine.model import mimi
 from wyoming_pocket_tts.engine.model.checkpoint import release_file_pages
-from wyoming_pocket_tts.engine.model.flow_lm import FlowHead
+from wyoming_pocket_tts.engine.model.flow_lm import FlowHead, TimeEmbedding
 from wyoming_pocket_tts.engine.model.kv_cache import WindowKV
 from wyoming_pocket_tts.engine.model.layers import Transformer, TransformerLayer
 from wyoming_pocket_tts.engine.model.mimi import ELU, DecoderBatch
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
-from wyoming_pocket_tts.engine.runtime.policy import default_turn_max_jobs
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.policy import default_turn_max_jobs
 from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
-needs_packing = pytest.mark.skipif(not packing_supported(), reason="oneDNN packing unsupported here")
+needs_packing = pytest.mark.skipif(
+    not packing_supported(), reason="oneDNN packing unsupported here"
+)
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=8)
 
 
@@ -58,7 +60,9 @@ def test_packed_linear_equals_linear(bias, shape):
     strided = torch.randn(96, *shape[:-1]).movedim(0, -1)  # rows not contiguous
     with torch.inference_mode():
         torch.testing.assert_close(PackedLinear(linear)(x), linear(x), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(PackedLinear(linear)(strided), linear(strided), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            PackedLinear(linear)(strided), linear(strided), rtol=1e-5, atol=1e-5
+        )
 
 
 @needs_packing
@@ -155,7 +159,9 @@ def test_padded_convolutions_are_not_packed():
 
 @needs_packing
 def test_pack_convolutions_swaps_every_convolution_and_returns_their_weights():
-    module = nn.Sequential(nn.Conv1d(4, 4, 3), nn.ELU(), nn.Sequential(nn.ConvTranspose1d(4, 2, 4, 2)))
+    module = nn.Sequential(
+        nn.Conv1d(4, 4, 3), nn.ELU(), nn.Sequential(nn.ConvTranspose1d(4, 2, 4, 2))
+    )
     weights = [module[0].weight, module[2][0].weight]
     replaced = pack_convolutions(module)
     assert [id(w) for w in replaced] == [id(w) for w in weights]
@@ -195,7 +201,8 @@ def test_decoder_activations_stay_channels_last_between_packed_convolutions(mode
             mimi.decode(torch.randn(1, frames, width), stream)
             mimi.decode(torch.randn(2, frames, width), streams)
     assert len(inputs) == 4 * sum(isinstance(m, PackedConv1d) for m in mimi.modules())
-    assert [x.stride(1) for x in inputs if x.shape[1] > 1] == [1] * sum(x.shape[1] > 1 for x in inputs)
+    wide = [x for x in inputs if x.shape[1] > 1]
+    assert [x.stride(1) for x in wide] == [1] * len(wide)
 
 
 def test_released_checkpoint_pages_read_back_unchanged(tmp_path):
@@ -215,7 +222,9 @@ def test_released_checkpoint_pages_read_back_unchanged(tmp_path):
     torch.testing.assert_close(anonymous, original, rtol=0, atol=0)
 
 
-needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="no int8 engine in this PyTorch build")
+needs_int8 = pytest.mark.skipif(
+    int8_backend() is None, reason="no int8 engine in this PyTorch build"
+)
 
 
 @needs_int8
@@ -490,6 +499,7 @@ def random_head(depth: int) -> FlowHead:
     leaves for the checkpoint to fill, set as the checkpoints have them."""
     head = FlowHead(latent_dim=8, dim=32, depth=depth, cond_dim=48, time_conditions=2).eval()
     for embed in head.time_embed:
+        assert isinstance(embed, TimeEmbedding)
         half = embed.freqs.numel()
         embed.freqs.copy_(torch.exp(-math.log(10_000) * torch.arange(half) / half))
     return head
@@ -504,7 +514,8 @@ def test_fused_modulations_give_the_same_latents_from_one_product():
         replaced = head.fuse_modulations()
         fused = head(condition, noise, (0.0, 1.0))
     assert len(replaced) == 2 * 4  # weight and bias of three blocks and the final layer
-    assert not any(hasattr(layer, "adaLN_modulation") for layer in (*head.res_blocks, head.final_layer))
+    layers = (*head.res_blocks, head.final_layer)
+    assert not any(hasattr(layer, "adaLN_modulation") for layer in layers)
     torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
 
 

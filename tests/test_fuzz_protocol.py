@@ -36,7 +36,9 @@ FUZZ = settings(
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=12,
 )
 lengths = st.one_of(
@@ -49,7 +51,9 @@ lengths = st.one_of(
 headers = st.fixed_dictionaries(
     {},
     optional={
-        "type": st.one_of(st.sampled_from(["describe", "synthesize", "synthesize-chunk"]), json_values),
+        "type": st.one_of(
+            st.sampled_from(["describe", "synthesize", "synthesize-chunk"]), json_values
+        ),
         "data": json_values,
         "data_length": lengths,
         "payload_length": lengths,
@@ -99,7 +103,9 @@ def test_reading_anything_ends_in_an_event_or_a_known_error(data: bytes):
 texts = st.one_of(st.text(max_size=30), json_values)
 voices = st.one_of(st.none(), st.just({"name": "test"}), st.just({"name": "nobody"}), json_values)
 client_events = st.one_of(
-    st.builds(lambda text, voice: Event("synthesize", {"text": text, "voice": voice}), texts, voices),
+    st.builds(
+        lambda text, voice: Event("synthesize", {"text": text, "voice": voice}), texts, voices
+    ),
     st.builds(lambda voice: Event("synthesize-start", {"voice": voice}), voices),
     st.builds(lambda text: Event("synthesize-chunk", {"text": text}), texts),
     st.just(SynthesizeStop().event()),

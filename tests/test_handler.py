@@ -26,6 +26,7 @@ from wyoming.tts import Synthesize
 from tests.support.instant import instant_handler
 from wyoming_pocket_tts.engine.errors import TextError
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
+from wyoming_pocket_tts.engine.runtime.job import SynthesisJob
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
@@ -40,7 +41,7 @@ class RecordingWorker:
 
     def __init__(self, worker: SynthesisWorker):
         self.worker = worker
-        self.jobs = []
+        self.jobs: list[SynthesisJob] = []
 
     def submit(self, *args, **kwargs):
         job = self.worker.submit(*args, **kwargs)
@@ -109,7 +110,9 @@ def test_a_client_that_disconnects_has_its_job_cancelled(model, voice):
 
 
 @pytest.mark.parametrize("hang_up", [False, True], ids=["heard to the end", "hung up"])
-def test_a_finished_connection_is_freed_without_the_garbage_collector(model, voice, hang_up):
+def test_a_finished_connection_is_freed_without_the_garbage_collector(
+    model, voice, hang_up
+) -> None:
     """Reference counting alone frees a connection's handler and its job once it ends,
     however it ends: a job holds a stream's decoder state, and waiting for a full
     collection would keep megabytes of it for each connection an idle server served."""
@@ -214,8 +217,11 @@ def _speak_once(worker, quantized: bool = False, voice=None, options=None) -> No
         try:
             await client.connect()
             await client.write_event(Synthesize(text="Hello there.").event())
-            while not AudioStop.is_type((await client.read_event()).type):
-                pass
+            while True:
+                event = await client.read_event()
+                assert event is not None
+                if AudioStop.is_type(event.type):
+                    break
             await client.disconnect()
         finally:
             server.close()

@@ -139,6 +139,7 @@ async def _run_command(*arguments: str) -> tuple[int, str]:
         stderr=asyncio.subprocess.STDOUT,
     )
     output, _ = await process.communicate()
+    assert process.returncode is not None
     return process.returncode, output.decode()
 
 

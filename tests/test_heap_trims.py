@@ -72,7 +72,11 @@ def test_the_worker_trims_once_after_each_idle_spell(model, voice, trims) -> Non
     with SynthesisWorker(Synthesizer(model), heap_trims=schedule) as worker:
         for spell in (1, 2):
             assert sum(len(frame) for frame in worker.stream(voice, "Done.", OPTIONS)) > 0
-            wait_until(lambda spell=spell: len(trims) == spell)
+
+            def trimmed(spell: int = spell) -> bool:
+                return len(trims) == spell
+
+            wait_until(trimmed)
             time.sleep(0.5)  # idle on: no second trim in the same spell
             assert len(trims) == spell
             assert worker.active_jobs == 0

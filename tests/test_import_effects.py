@@ -87,4 +87,4 @@ def test_no_command_imports_torch_before_its_main_sets_the_process_up():
         """
     )
     imported = _run(code)
-    assert imported == {name: False for name in modules}
+    assert imported == dict.fromkeys(modules, False)

@@ -114,7 +114,7 @@ def family(request: pytest.FixtureRequest, models_dir: Path, tokenizer_dir: Path
     packaged = packaged_config(name)
     wanted = family_structure(packaged)
     transformer = packaged["flow_lm"]["transformer"]
-    eos = {
+    eos: dict[str, Any] = {
         "eos_at_frame": EOS_FRAME,
         "early_crossing_frame": EARLY_CROSSING_FRAME,
         "tokenizer_dir": tokenizer_dir,
@@ -182,7 +182,7 @@ def test_voice_files_cross_load(
     torch.testing.assert_close(theirs.values, from_audio.values, rtol=0, atol=STATE_TOLERANCE)
     mine = tmp_path / "mine.safetensors"
     from_audio.save(mine)
-    settings = {"eos_threshold": math.inf, "max_frames": 4}
+    settings: dict[str, Any] = {"eos_threshold": math.inf, "max_frames": 4}
     assert_same_audio(
         reference_synthesize(family, mine, SHORT_TEXT, **settings),
         reference_synthesize(family, voice_wav, SHORT_TEXT, **settings),
@@ -231,7 +231,7 @@ def reference_sampler_calls(
         for hook in hooks:
             hook.remove()
     assert len(inputs) == len(latents) > frames
-    return [(z, noise, latent) for (z, noise), latent in zip(inputs, latents)]
+    return [(z, noise, latent) for (z, noise), latent in zip(inputs, latents, strict=True)]
 
 
 def test_sampler_equals_reference_with_noise(

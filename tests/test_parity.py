@@ -104,7 +104,9 @@ def eos_model(models_dir, tokenizer_dir) -> BuiltModel:
 def test_end_of_speech_at_the_same_frame(eos_model, voice_wav):
     model = PocketTTS.load(eos_model.config_path)
     frames_after_eos = 2
-    expected = reference_synthesize(eos_model, voice_wav, EOS_TEXT, frames_after_eos=frames_after_eos)
+    expected = reference_synthesize(
+        eos_model, voice_wav, EOS_TEXT, frames_after_eos=frames_after_eos
+    )
     actual = ours(model, voice_wav, EOS_TEXT, frames_after_eos=frames_after_eos)
     # EOS placed at frame 9; the crossing at frame 3 is ignored (it is before frame 6).
     assert expected.shape[0] == (9 + frames_after_eos) * FRAME_SAMPLES

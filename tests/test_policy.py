@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -43,7 +45,7 @@ def frames(view: JobView, count: int) -> list[QueuedEntry]:
     return [QueuedEntry(view) for _ in range(count)]
 
 
-def taken(view: WorkerView, indices: tuple[int, ...]) -> list[tuple[str, bool]]:
+def taken(view: WorkerView, indices: tuple[int, ...]) -> list[tuple[Hashable, bool]]:
     return [(view.queue[i].job.key, view.queue[i].frame) for i in indices]
 
 

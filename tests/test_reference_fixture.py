@@ -175,7 +175,10 @@ def test_thin_model_keeps_every_layer_and_head_at_tiny_widths(
             assert config["flow_lm"]["flow"]["depth"] == base["flow_lm"]["flow"]["depth"]
         else:
             ours, theirs = ours["transformer"], theirs["transformer"]
-        assert (ours["num_layers"], ours["num_heads"]) == (theirs["num_layers"], theirs["num_heads"])
+        assert (ours["num_layers"], ours["num_heads"]) == (
+            theirs["num_layers"],
+            theirs["num_heads"],
+        )
         assert ours["d_model"] < theirs["d_model"] // 8
     assert thin.weights_path.stat().st_size < 5_000_000
     with pytest.raises(ValueError, match="either tiny or thin"):

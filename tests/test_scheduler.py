@@ -18,6 +18,7 @@ from tests.support.engine_calls import record_decodes, record_threads_of_steps
 from tests.support.threads import on_new_thread
 from tests.support.waiting import wait_until
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 from wyoming_pocket_tts.engine.runtime.policy import (
     DECODE_FRAMES_PER_JOB,
     GENERATOR_TAIL_LAYERS,
@@ -26,7 +27,6 @@ from wyoming_pocket_tts.engine.runtime.policy import (
     TURN_RUN_FRAMES,
     BatchingPolicy,
 )
-from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 

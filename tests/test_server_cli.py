@@ -224,13 +224,14 @@ def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
 
 def test_the_model_and_encodings_run_on_threads_that_end_and_reads_on_one_core(
     tmp_path, tiny_model, voice_wav, monkeypatch
-):
+) -> None:
     """Loading the model and encoding a recording use every core on a thread of their
     own, so that no long-lived thread keeps OpenMP workers that would slow the
     synthesis worker (engine/cpu/threads.py); reading voices, which lasts, keeps
     torch on one core."""
     ran_on: list[tuple[str, threading.Thread, int]] = []
-    load_model, encode, voice_loader = PocketTTS.load, PocketTTS.voice_from_audio, resolve.voice_loader
+    load_model, encode = PocketTTS.load, PocketTTS.voice_from_audio
+    voice_loader = resolve.voice_loader
 
     def record(what: str) -> None:
         ran_on.append((what, threading.current_thread(), torch.get_num_threads()))
@@ -274,7 +275,9 @@ def test_the_model_and_encodings_run_on_threads_that_end_and_reads_on_one_core(
     assert threads["model"] == threads["encoding"] == available_cores()
 
 
-def test_the_server_speaks_once_unheard_before_serving(tmp_path, tiny_model, voice_wav, monkeypatch):
+def test_the_server_speaks_once_unheard_before_serving(
+    tmp_path, tiny_model, voice_wav, monkeypatch
+):
     """A warm-up, so that the first request's audio starts as soon as the next ones'."""
     submitted = []
     submit = SynthesisWorker.submit

@@ -51,7 +51,7 @@ def test_a_signal_ends_four_requests_in_flight_and_exits_0(tmp_path, tiny_model,
         requests = [
             asyncio.create_task(request(server.port, events, flag))
             for events, flag in zip(
-                (plain, plain, stream, stream + [SynthesizeStop().event()]), started, strict=True
+                (plain, plain, stream, [*stream, SynthesizeStop().event()]), started, strict=True
             )
         ]
         for flag in started:
@@ -105,7 +105,9 @@ def test_a_client_that_stops_reading_does_not_hold_up_the_exit(tmp_path, tiny_mo
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_ends_a_stdio_request_in_flight_and_exits_0(tmp_path, tiny_model, voice_wav, signum):
+def test_a_signal_ends_a_stdio_request_in_flight_and_exits_0(
+    tmp_path, tiny_model, voice_wav, signum
+):
     """Over stdio the input stays open (a pipe from a parent that waits): the signal,
     not the end of input, ends the request, with its audio-stop, and the process."""
     server = launch(tmp_path, tiny_model, "--voice", str(voice_wav), stdio=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -307,7 +308,7 @@ class _ByteTokenizer:
     def encode(self, text: str) -> list[int]:
         return [self.SILENT if byte == ord("~") else byte for byte in text.encode()]
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         return bytes(i for i in ids if i != self.SILENT).decode("utf-8", "replace")
 
     def __call__(self, text: str) -> torch.Tensor:  # the reference's tokenizer interface

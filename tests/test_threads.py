@@ -147,7 +147,7 @@ def test_a_synthesis_thread_keeps_mkl_serial_through_count_changes():
     assert on_new_thread(loading_thread) == 2
 
 
-def test_the_workers_threads_ask_for_serial_mkl(monkeypatch, tiny_model):
+def test_the_workers_threads_ask_for_serial_mkl(monkeypatch, tiny_model) -> None:
     from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
     from wyoming_pocket_tts.engine.runtime import worker as worker_module
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer

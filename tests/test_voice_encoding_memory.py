@@ -37,7 +37,9 @@ def long_prompt(model, long_wav: Path) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("chunk_frames", [1, 5, ENCODE_CHUNK_FRAMES, 10_000])
-def test_chunked_encoding_equals_whole_prompt_encoding(model, tiny_model, long_prompt, chunk_frames):
+def test_chunked_encoding_equals_whole_prompt_encoding(
+    model, tiny_model, long_prompt, chunk_frames
+):
     assert long_prompt.shape[-1] % FRAME_SAMPLES != 0
     with torch.inference_mode():
         whole = reference_tts(tiny_model).mimi.encode_to_latent(long_prompt)
@@ -46,10 +48,12 @@ def test_chunked_encoding_equals_whole_prompt_encoding(model, tiny_model, long_p
 
 
 def test_long_voice_state_equals_reference(model, tiny_model, long_wav):
-    assert_same_voice_state(model.voice_from_audio(long_wav), reference_voice_state(tiny_model, long_wav))
+    assert_same_voice_state(
+        model.voice_from_audio(long_wav), reference_voice_state(tiny_model, long_wav)
+    )
 
 
-def test_encoder_never_sees_more_than_one_chunk(model, long_wav, long_prompt):
+def test_encoder_never_sees_more_than_one_chunk(model, long_wav, long_prompt) -> None:
     mimi = model.mimi
     audio_lengths: list[int] = []
     transformer_steps: list[int] = []
@@ -83,7 +87,7 @@ def test_encoder_never_sees_more_than_one_chunk(model, long_wav, long_prompt):
     assert set(window_sizes) == {2 * model.config.mimi.transformer.context}
 
 
-def test_flow_lm_takes_a_long_prompt_in_pieces(model, long_wav):
+def test_flow_lm_takes_a_long_prompt_in_pieces(model, long_wav) -> None:
     pieces: list[int] = []
     hook = model.flow_lm.transformer.register_forward_hook(
         lambda module, args, output: pieces.append(args[0].shape[1])

@@ -51,7 +51,10 @@ def _poison(value: float) -> Callable[[Tensors], Tensors]:
 
 
 def _drop_heads(tensors: Tensors) -> Tensors:
-    return {key: value[:, :, :, :1] if key.endswith("cache") else value for key, value in tensors.items()}
+    return {
+        key: value[:, :, :, :1] if key.endswith("cache") else value
+        for key, value in tensors.items()
+    }
 
 
 def _four_dimensional(tensors: Tensors) -> Tensors:
@@ -109,7 +112,8 @@ def good_state(tmp_path_factory: pytest.TempPathFactory, voice: VoiceState) -> P
 
 def write_bad_state(good: Path, path: Path, change: Callable[[Tensors], Tensors]) -> Path:
     tensors = change(safetensors.torch.load_file(good))
-    safetensors.torch.save_file({key: value.contiguous() for key, value in tensors.items()}, str(path))
+    contiguous = {key: value.contiguous() for key, value in tensors.items()}
+    safetensors.torch.save_file(contiguous, str(path))
     return path
 
 
@@ -306,7 +310,7 @@ def test_each_bad_voice_gets_an_error_naming_it_and_the_good_ones_still_speak(
         names = ["fine", *(path.stem for path in bad), "exported", "fine"]
         # All at once: the bad ones must not hold up, or break, the good ones.
         answers = await asyncio.gather(*(_speak(server_port, name) for name in names))
-        return list(zip(names, answers))
+        return list(zip(names, answers, strict=True))
 
     answers = asyncio.run(scenario())
     for name, (error, audio) in answers:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,7 @@ class RecordingLoader:
         if self.fail_next:
             self.fail_next = False
             raise OSError(f"cannot read {source.path}")
+        assert source.path is not None
         return f"state of {source.name} from {source.path.name}"
 
 
@@ -144,7 +146,7 @@ def test_a_failed_load_reaches_every_waiter_and_is_retried_next_time():
     store = make_store(loader)
 
     async def scenario():
-        with pytest.raises(OSError, match="cannot read /voices/bob.wav"):
+        with pytest.raises(OSError, match=re.escape("cannot read /voices/bob.wav")):
             async with store.use("bob"):
                 pass
         assert store.loaded == []
@@ -287,7 +289,7 @@ class Voice:
         self.name = name
 
 
-def test_evicted_voices_and_abandoned_loads_are_freed():
+def test_evicted_voices_and_abandoned_loads_are_freed() -> None:
     release = threading.Event()
     loaded: dict[str, weakref.ref] = {}
 

@@ -56,6 +56,7 @@ def test_a_dead_worker_ends_the_request_and_the_process_with_an_error(
     )
     try:
         trigger.touch()
+        assert server.port is not None
         types = run(ask_to_speak(server.port))
         deadline = time.monotonic() + TIMEOUT
         while server.process.poll() is None and time.monotonic() < deadline:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.engine.model.mimi import DecoderState
 from wyoming_pocket_tts.engine.model.voice import VoiceState
-from wyoming_pocket_tts.engine.runtime.policy import BatchingPolicy
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
-from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+from wyoming_pocket_tts.engine.runtime.policy import BatchingPolicy
+from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer, Utterance
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=12)
@@ -137,8 +138,9 @@ class FaultySynthesizer(Synthesizer):
     def __init__(self, model, bad_voice, fault: str):
         super().__init__(model)
         self.bad_voice, self.fault = bad_voice, fault
-        self.bad_utterances = set()
-        self.bad_streams = {}  # by id, each kept alive so that no other stream gets its id
+        self.bad_utterances: set[Utterance] = set()
+        # By id, each kept alive so that no other stream gets its id.
+        self.bad_streams: dict[int, DecoderState] = {}
 
     def start(self, voice, text, options=OPTIONS):
         utterance = super().start(voice, text, options)

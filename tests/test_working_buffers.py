@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from wyoming_pocket_tts.engine.runtime.synthesizer import (
-    MAX_SPARE_CACHES,
-    GenerationOptions,
-    Synthesizer,
-)
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.synthesizer import MAX_SPARE_CACHES, Synthesizer
 
 OPTIONS = GenerationOptions(temperature=0.0, max_frames_per_chunk=4)
 SHORT = "Done."

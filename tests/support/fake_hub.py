@@ -61,6 +61,7 @@ class FakeHub:
     @property
     def endpoint(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}"
 
     def __enter__(self) -> Self:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 from wyoming.info import Info
 
-from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
+from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler, Worker
 from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
 
 FRAMES_PER_REQUEST = 2
@@ -17,7 +18,7 @@ FRAMES_PER_REQUEST = 2
 
 class InstantJob:
     def __init__(self, on_ready: Callable[[], None]) -> None:
-        self.error = None
+        self.error: Exception | None = None
         self.done = True
         self._frames = [np.full(1920, 0.1, dtype=np.float32)] * FRAMES_PER_REQUEST
         on_ready()
@@ -34,11 +35,15 @@ class InstantJob:
 
 
 class InstantWorker:
-    def submit(self, voice, text, options, on_ready) -> InstantJob:
+    def submit(
+        self, voice: Any, text: str, options: Any, on_ready: Callable[[], None]
+    ) -> InstantJob:
         return InstantJob(on_ready)
 
 
-def instant_handler(worker=None, **settings) -> Callable[..., PocketTTSEventHandler]:
+def instant_handler(
+    worker: Worker | None = None, **settings: Any
+) -> Callable[..., PocketTTSEventHandler]:
     """A handler factory with one voice, `test`, beside `worker` (an InstantWorker by
     default), with `settings` for HandlerSettings."""
     source = VoiceSource("test", None, VoiceKind.STATE, "test voice")

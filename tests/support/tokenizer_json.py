@@ -60,6 +60,7 @@ def _fields(buffer: bytes) -> Iterator[tuple[int, int | bytes]]:
     while position < len(buffer):
         key, position = _varint(buffer, position)
         number, wire_type = key >> 3, key & 7
+        value: int | bytes
         if wire_type == 0:
             value, position = _varint(buffer, position)
         elif wire_type == 1:
@@ -78,20 +79,27 @@ def _read_model(path: Path) -> tuple[list[tuple[str, float, int]], bytes]:
     """The (piece, score, type) list and the precompiled normalisation table of a `.model`."""
     pieces: list[tuple[str, float, int]] = []
     charsmap = b""
+    # Messages and strings come length-delimited (bytes), enums as varints (int).
     for number, value in _fields(path.read_bytes()):
         if number == 1:  # ModelProto.pieces
+            assert isinstance(value, bytes)
             piece, score, kind = "", 0.0, _NORMAL
             for field, item in _fields(value):
                 if field == 1:
+                    assert isinstance(item, bytes)
                     piece = item.decode("utf-8")
                 elif field == 2:
+                    assert isinstance(item, bytes)
                     score = struct.unpack("<f", item)[0]
                 elif field == 3:
+                    assert isinstance(item, int)
                     kind = item
             pieces.append((piece, score, kind))
         elif number == 3:  # ModelProto.normalizer_spec
+            assert isinstance(value, bytes)
             for field, item in _fields(value):
                 if field == 2:  # NormalizerSpec.precompiled_charsmap
+                    assert isinstance(item, bytes)
                     charsmap = item
     return pieces, charsmap
 
