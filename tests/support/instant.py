@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 from wyoming.info import Info
 
-from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler, Worker
+from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.runtime.streaming import Worker
+from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
 
 FRAMES_PER_REQUEST = 2
@@ -53,5 +55,5 @@ def instant_handler(
     )
     return partial(
         PocketTTSEventHandler, info=Info, voices=voices, worker=worker or InstantWorker(),
-        settings=HandlerSettings(sample_rate=24000, options=None, **settings),
+        settings=HandlerSettings(sample_rate=24000, options=GenerationOptions(), **settings),
     )

@@ -35,6 +35,7 @@ from wyoming_pocket_tts.commands.download import add_download_arguments
 from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model_options
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.errors import EngineError
+from wyoming_pocket_tts.recent import RecentRequests
 from wyoming_pocket_tts.server.connections import Connections
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
 from wyoming_pocket_tts.server.info import build_info
@@ -323,15 +324,17 @@ async def _serve(
         def info() -> Info:
             return build_info(served.description, voices.available(), streaming=settings.streaming)
 
+        recent = RecentRequests()  # what the studio's page shows
         handler = partial(
-            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings
+            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings,
+            recent=recent,
         )
         connections = Connections(handler, info, args.max_connections)
         async with studio.serving(
             args, model=model, model_name=served.description.name,
             languages=served.description.languages, voices=voices,
             files=resolve.voice_files(model, served),
-            worker=worker, options=settings.options, executor=voice_encoder,
+            worker=worker, options=settings.options, recent=recent, executor=voice_encoder,
         ):
             if not await _unless_worker_dies(
                 _run_server(args, connections, voices.default_voice), worker_died

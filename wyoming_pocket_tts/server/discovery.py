@@ -128,7 +128,7 @@ def announce_addresses(host: str) -> list[IPAddress]:
         except OSError:
             return []
         candidates: list[IPAddress] = [
-            ipaddress.ip_address(entry[4][0].split("%")[0]) for entry in resolved
+            ipaddress.ip_address(str(entry[4][0]).split("%")[0]) for entry in resolved
         ]
     else:
         candidates = [literal]

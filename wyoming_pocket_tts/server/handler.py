@@ -7,10 +7,9 @@ it was asked for while the reader keeps reading. That is what lets a disconnect 
 noticed (the reader sees end of file) and cancel the synthesis within one frame, instead
 of after the whole utterance as when synthesis runs inside the read loop.
 
-Model code never runs here: the engine worker thread decodes frames and wakes the
-speaker task through `call_soon_threadsafe`; each frame goes out as one AudioChunk
-the moment it exists, and the job hears when it has (`passed_on`): after a first
-frame the worker holds its next step until then, leaving Python's lock to the loop.
+Model code never runs here: the engine worker thread decodes frames and the speaker
+task takes them through a `FrameStream` (engine/runtime/streaming.py); each frame goes
+out as one AudioChunk the moment it exists.
 A client that reads slowly stalls `drain()`, the speaker stops taking frames, and
 the worker stops advancing that job, so nothing piles up.
 
@@ -35,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from wyoming.audio import AudioStart, AudioStop
@@ -52,12 +51,14 @@ from wyoming.tts import (
 )
 
 from ..engine.errors import EngineError, TextError
+from ..engine.pcm import CHANNELS, SAMPLE_WIDTH
+from ..engine.runtime.options import GenerationOptions
+from ..engine.runtime.streaming import FrameStream, Worker
+from ..recent import RecentRequests
 from ..voices.store import UnknownVoiceError, VoiceStore
 from .report import RequestReport
 from .sentences import SentenceStream
 from .wire import (
-    CHANNELS,
-    SAMPLE_WIDTH,
     BadEvent,
     Idle,
     ProtocolError,
@@ -102,30 +103,13 @@ def _voice_of(event: Event) -> str | None:
 
 
 # ---------------------------------------------------------------------------
-# The engine worker, as the handler sees it
-
-
-class SynthesisJob(Protocol):
-    done: bool
-    error: Exception | None
-
-    def take(self) -> list[np.ndarray]: ...
-
-    def passed_on(self) -> None: ...
-
-    def cancel(self) -> None: ...
-
-
-class Worker(Protocol):
-    def submit(
-        self, voice: Any, text: str, options: Any, on_ready: Callable[[], None]
-    ) -> SynthesisJob: ...
+# Settings
 
 
 @dataclass(frozen=True)
 class HandlerSettings:
     sample_rate: int
-    options: Any  # engine GenerationOptions, passed through untouched
+    options: GenerationOptions
     streaming: bool = True
     #: stdio: end of input means "no more requests", not "client gone", so finish them.
     finish_on_eof: bool = False
@@ -183,25 +167,26 @@ class PocketTTSEventHandler(AsyncEventHandler):
         writer: asyncio.StreamWriter,
         *,
         info: Callable[[], Info],
-        voices: VoiceStore,
+        voices: VoiceStore[Any],
         worker: Worker,
         settings: HandlerSettings,
+        recent: RecentRequests | None = None,
     ) -> None:
         super().__init__(reader, writer)
         self._info = info
         self._voices = voices
         self._worker = worker
         self._settings = settings
+        self._recent = recent
         self._requests: asyncio.Queue[_Utterance | _TextStream | _Reply | None] = asyncio.Queue()
         self._stream: _TextStream | None = None
-        self._speaker: asyncio.Task | None = None
+        self._speaker: asyncio.Task[None] | None = None
         self._speaking = False  # the speaker is working on a request
-        self._reading: asyncio.Task | None = None
+        self._reading: asyncio.Task[bool] | None = None
         self._awaiting_input = False  # the reader is waiting for the client
         self._interrupted = False  # reading was stopped from here, not by the client
         self._closing = False  # the server is shutting down
-        self._ready = asyncio.Event()  # the job being spoken has frames (or we are closing)
-        self._job: SynthesisJob | None = None  # the job being spoken
+        self._frames: FrameStream | None = None  # the audio being spoken
         self._bad_events = 0
         # Since when the client owes the open stream's next text (None: it owes nothing).
         self._text_due_since: float | None = None
@@ -276,7 +261,9 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 if not self._interrupted:
                     raise
                 self._interrupted = False
-                asyncio.current_task().uncancel()
+                reader = asyncio.current_task()
+                assert reader is not None  # this runs in the reading task
+                reader.uncancel()
                 return True
             finally:
                 self._awaiting_input = False
@@ -404,9 +391,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
         """End the connection soon: the audio in progress stops where it is with its
         AudioStop (and SynthesizeStopped for a stream), nothing more is read or spoken."""
         self._closing = True
-        if self._job is not None:
-            self._job.cancel()  # the worker's time goes to the connections still ending
-        self._ready.set()
+        if self._frames is not None:
+            self._frames.stop()  # the worker's time goes to the connections still ending
         if self._stream is not None:
             self._stream.sentences.put_nowait(None)
             self._stream = None
@@ -519,7 +505,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
             report.end("failed")
             raise
         finally:
-            report.log(self._settings.sample_rate, self._settings.quantized)
+            report.log(self._settings.sample_rate, self._settings.quantized, self._recent)
 
     async def _speak(self, voice: Any, text: str, report: RequestReport) -> None:
         """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
@@ -546,43 +532,19 @@ class PocketTTSEventHandler(AsyncEventHandler):
             report.samples += samples
         await self._send(*unsent, AudioStop(timestamp=samples * 1000 // rate).event())
 
-    async def _stream_frames(self, voice: Any, text: str, report: RequestReport, start: Event) -> int:
+    async def _stream_frames(
+        self, voice: Any, text: str, report: RequestReport, start: Event
+    ) -> int:
         """Send the job's frames as they come, after `start`; the number of samples sent."""
         loop = report.loop
-        ready = self._ready
-        ready.clear()
-        # The job when it was cancelled before its end, until the worker has dropped it.
-        # Only then does `woken` refer to the job, which holds `wake`: a cycle of
-        # references would keep both for the garbage collector.
-        abandoned: SynthesisJob | None = None
-
-        def wake() -> None:  # called on the worker thread
-            try:
-                loop.call_soon_threadsafe(woken)
-            except RuntimeError:  # the loop is closed: the server is shutting down
-                pass
-
-        def woken() -> None:
-            nonlocal abandoned
-            ready.set()
-            if abandoned is not None and abandoned.done:  # said once: a job ends once
-                _LOGGER.debug("%s: the worker has dropped the cancelled synthesis", self.peer)
-                abandoned = None
-
         rate = self._settings.sample_rate
         samples = 0
         playing_since: float | None = None  # when this audio stream's first chunk left
-        job = self._job = self._worker.submit(voice, text, self._settings.options, wake)
-        try:
-            while True:
-                await ready.wait()
-                ready.clear()
-                if self._closing:
-                    report.end("cut short: the server is stopping")
-                    break
-                finished = job.done  # read before take(): frames precede `done`
-                frames = job.take()
-                if frames:
+        stream = FrameStream(self._worker, voice, text, self._settings.options, self.peer)
+        async with stream:
+            self._frames = stream
+            try:
+                async for frames in stream:
                     now = loop.time()
                     if report.first_audio is None:
                         report.first_audio = now
@@ -594,13 +556,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     samples += sum(len(frame) for frame in frames)
                     report.samples += sum(len(frame) for frame in frames)
                     await self._send(*chunks)
-                    job.passed_on()  # after a first frame, the worker waits for this
-                if finished:
-                    break
-        finally:
-            abandoned = None if job.done else job
-            job.cancel()  # a no-op when finished; stops the worker when we were cancelled
-            self._job = None
-        if job.error is not None and not self._closing:
-            raise job.error
+            finally:
+                self._frames = None
+        if stream.stopped:
+            report.end("cut short: the server is stopping")
         return samples

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from .recent import RECENT_REQUESTS
+from ..recent import RecentRequests
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -40,13 +40,14 @@ class RequestReport:
     def end(self, reason: str) -> None:
         self.cut_short = self.cut_short or reason
 
-    def log(self, sample_rate: int, quantized: bool) -> None:
+    def log(self, sample_rate: int, quantized: bool, recent: RecentRequests | None) -> None:
         """The request's INFO line (and a WARNING if its audio came late); remembered
-        for the voice studio's page."""
+        in `recent` for the voice studio's page."""
         audio_seconds = self.samples / sample_rate
         waited = None if self.first_audio is None else self.first_audio - self.received
         first = "-" if waited is None else f"{waited:.3f} s"
-        RECENT_REQUESTS.add(self.kind, self.voice, self.chars, audio_seconds, waited, self.busy)
+        if recent is not None:
+            recent.add(self.kind, self.voice, self.chars, audio_seconds, waited, self.busy)
         rtf = f"{self.busy / audio_seconds:.2f}" if audio_seconds else "-"
         _LOGGER.info(
             "%s: voice=%s chars=%d audio=%.2f s first_audio=%s rtf=%s late=%.2f s%s",

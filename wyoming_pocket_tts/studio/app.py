@@ -19,7 +19,6 @@ from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlparse
 
 from aiohttp import web
@@ -28,8 +27,9 @@ from .. import __version__
 from ..engine.errors import EngineError
 from ..engine.model.audio import MAX_PROMPT_SECONDS
 from ..engine.model.pocket_tts import PocketTTS
+from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.worker import SynthesisWorker
-from ..server.recent import RECENT_REQUESTS
+from ..recent import RecentRequests
 from ..voices.files import VoiceFiles
 from ..voices.store import UnknownVoiceError, VoiceStore
 from .library import CLONING_UNAVAILABLE, NAME_PATTERN, NAME_RULE, Model, VoiceLibrary
@@ -65,7 +65,8 @@ _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 class Studio:
     library: VoiceLibrary
     worker: SynthesisWorker
-    options: Any  # the engine's GenerationOptions, as the Wyoming handler uses them
+    options: GenerationOptions  # as the Wyoming handler uses them
+    recent: RecentRequests
     allowed: tuple[Network, ...]
 
 
@@ -181,7 +182,7 @@ class _Api:
             "compressed_uploads": can_decode_compressed_audio(),
             "default_voice": library.voices.default_voice,
             "loaded_voices": library.voices.loaded,
-            "sentence_silence": getattr(self._studio.options, "sentence_silence", 0.0),
+            "sentence_silence": self._studio.options.sentence_silence,
             # What the server checks, for the page (and any client) to check the same.
             "limits": {
                 "upload_bytes": MAX_UPLOAD_BYTES,
@@ -194,7 +195,9 @@ class _Api:
                 "name_pattern": NAME_PATTERN.pattern,
                 "name_rule": NAME_RULE,
             },
-            "recent_requests": [record.as_json() for record in RECENT_REQUESTS.newest_first()],
+            "recent_requests": [
+                record.as_json() for record in self._studio.recent.newest_first()
+            ],
         })
 
     async def voices(self, request: web.Request) -> web.Response:
@@ -241,7 +244,8 @@ class _Api:
         library = self._library
         return await stream_preview(
             request, voices=library.voices, worker=self._studio.worker,
-            options=self._studio.options, sample_rate=library.model.engine.sample_rate,
+            options=self._studio.options, recent=self._studio.recent,
+            sample_rate=library.model.engine.sample_rate,
             name=request.match_info["name"], text=text,
         )
 
@@ -264,15 +268,15 @@ class _Api:
 @asynccontextmanager
 async def serve_studio(
     args: argparse.Namespace, *, model: PocketTTS, model_name: str, languages: tuple[str, ...],
-    voices: VoiceStore, files: VoiceFiles, worker: SynthesisWorker, options: Any,
-    executor: Executor,
+    voices: VoiceStore, files: VoiceFiles, worker: SynthesisWorker, options: GenerationOptions,
+    recent: RecentRequests, executor: Executor,
 ) -> AsyncIterator[None]:
     """Serve the studio on --http-uri for the duration of the block."""
     library = VoiceLibrary(
         voices=voices, files=files, model=Model(model, model_name, languages),
         folder=args.voices_dir.resolve() if args.voices_dir else None, executor=executor,
     )
-    app = build_app(Studio(library, worker, options, tuple(args.http_allow)))
+    app = build_app(Studio(library, worker, options, recent, tuple(args.http_allow)))
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     host, port = args.http_uri

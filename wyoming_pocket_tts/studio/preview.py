@@ -3,8 +3,8 @@
 The WAV header goes out first with its sizes unknown (the largest values, as a live
 stream has them, which browsers play), then each frame the engine decodes, in
 chunked transfer encoding, so playback starts after the first frame. As in the
-Wyoming handler, the event loop only passes frames on: the engine worker makes them
-and wakes the loop; a listener who goes away cancels the job.
+Wyoming handler, the event loop only passes frames on (`FrameStream`); a listener
+who goes away cancels the job.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any
 
 from aiohttp import web
 
+from ..engine.errors import EngineError
+from ..engine.pcm import CHANNELS, SAMPLE_WIDTH, pcm16
+from ..engine.runtime.options import GenerationOptions
+from ..engine.runtime.streaming import FrameStream
 from ..engine.runtime.worker import SynthesisWorker
-from ..server.recent import RECENT_REQUESTS
-from ..server.wire import CHANNELS, SAMPLE_WIDTH, pcm16
+from ..recent import RecentRequests
 from ..voices.store import VoiceStore
 
 _LOGGER = logging.getLogger(__name__)
@@ -38,53 +40,35 @@ def streaming_wav_header(sample_rate: int) -> bytes:
 
 
 async def stream_preview(
-    request: web.Request, *, voices: VoiceStore, worker: SynthesisWorker, options: Any,
-    sample_rate: int, name: str, text: str,
+    request: web.Request, *, voices: VoiceStore, worker: SynthesisWorker,
+    options: GenerationOptions, recent: RecentRequests, sample_rate: int, name: str, text: str,
 ) -> web.StreamResponse:
     """Speak `text` with the voice `name` into the response. Errors before the first byte
     (unknown voice, unspeakable text) propagate, for the caller to answer with a status."""
     loop = asyncio.get_running_loop()
     received = loop.time()
-    ready = asyncio.Event()
-
-    def wake() -> None:  # called on the worker thread
-        try:
-            loop.call_soon_threadsafe(ready.set)
-        except RuntimeError:  # the loop is closed: the server is shutting down
-            pass
-
-    async with voices.use(name) as voice:
-        job = worker.submit(voice, text, options, wake)
+    samples, first_audio = 0, None
+    async with voices.use(name) as voice, FrameStream(worker, voice, text, options) as frames:
         response = web.StreamResponse(
             headers={"Content-Type": "audio/wav", "Cache-Control": "no-store"}
         )
         response.enable_chunked_encoding()
-        samples, first_audio = 0, None
         try:
             await response.prepare(request)
             await response.write(streaming_wav_header(sample_rate))
-            while True:
-                await ready.wait()
-                ready.clear()
-                finished = job.done  # read before take(): frames precede `done`
-                frames = job.take()
-                if frames:
-                    first_audio = first_audio or loop.time()
-                    samples += sum(len(frame) for frame in frames)
-                    await response.write(b"".join(pcm16(frame) for frame in frames))
-                    job.passed_on()
-                if finished:
-                    break
+            async for batch in frames:
+                first_audio = first_audio or loop.time()
+                samples += sum(len(frame) for frame in batch)
+                await response.write(b"".join(pcm16(frame) for frame in batch))
         except ConnectionError:
             _LOGGER.debug("Preview of %s: the listener went away", name)
             return response
+        except EngineError as error:  # the status is sent: the audio just ends early
+            _LOGGER.warning("Preview of %s failed: %s", name, error)
         finally:
-            job.cancel()  # a no-op when finished; stops the worker when the listener left
-            RECENT_REQUESTS.add(
+            recent.add(
                 "preview", name, len(text), samples / sample_rate,
                 None if first_audio is None else first_audio - received, loop.time() - received,
             )
-        if job.error is not None:  # the status is sent: the audio just ends early
-            _LOGGER.warning("Preview of %s failed: %s", name, job.error)
         await response.write_eof()
         return response

@@ -3,7 +3,8 @@
 The worker makes frames on its threads and wakes the loop through the job's callback;
 the loop only passes them on. Leaving the iteration early (the client went away, the
 caller stopped it, or its task was cancelled) cancels the job, so the worker drops it
-before its next frame.
+before its next frame. Imports no torch: the server imports it before the process
+is set up.
 """
 
 from __future__ import annotations
@@ -12,24 +13,38 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..model.voice import VoiceState
-from .job import SynthesisJob
 from .options import DEFAULT_OPTIONS, GenerationOptions
 
 _LOGGER = logging.getLogger(__name__)
 
 
-class Submits(Protocol):
-    """What a stream needs of the worker (`SynthesisWorker.submit`)."""
+class Job(Protocol):
+    """What a stream needs of a job (`job.SynthesisJob`)."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def error(self) -> Exception | None: ...
+
+    def take(self) -> list[np.ndarray]: ...
+
+    def passed_on(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+class Worker(Protocol):
+    """What a stream needs of the worker (`worker.SynthesisWorker`); `voice` is the
+    engine's voice state, whose module the server does not import."""
 
     def submit(
-        self, voice: VoiceState, text: str, options: GenerationOptions = ...,
-        on_ready: Callable[[], None] | None = None,
-    ) -> SynthesisJob: ...
+        self, voice: Any, text: str, options: GenerationOptions, on_ready: Callable[[], None]
+    ) -> Job: ...
 
 
 class FrameStream:
@@ -43,24 +58,35 @@ class FrameStream:
     """
 
     def __init__(
-        self, worker: Submits, voice: VoiceState, text: str,
-        options: GenerationOptions = DEFAULT_OPTIONS,
+        self, worker: Worker, voice: Any, text: str,
+        options: GenerationOptions = DEFAULT_OPTIONS, name: str = "synthesis",
     ) -> None:
         self._worker, self._voice, self._text, self._options = worker, voice, text, options
+        self._name = name  # who it is for, in log lines
         self._ready = asyncio.Event()
-        self._job: SynthesisJob | None = None
+        # The job once stopped before its end, until the worker has dropped it. Only then
+        # does the wake-up refer to the job, which holds the wake-up: a cycle of
+        # references would keep both for the garbage collector.
+        self._abandoned: list[Job] = []
+        self._job: Job | None = None
         self._stopped = False
         self._handed_out = False  # frames were given out and not yet marked passed on
 
     async def __aenter__(self) -> FrameStream:
         loop = asyncio.get_running_loop()
-        ready = self._ready
+        ready, abandoned, name = self._ready, self._abandoned, self._name
 
         def wake() -> None:  # called on the worker's threads
             try:
-                loop.call_soon_threadsafe(ready.set)
+                loop.call_soon_threadsafe(woken)
             except RuntimeError:  # the loop is closed: the server is shutting down
                 pass
+
+        def woken() -> None:
+            ready.set()
+            if abandoned and abandoned[0].done:  # said once: a job ends once
+                _LOGGER.debug("%s: the worker has dropped the cancelled synthesis", name)
+                abandoned.clear()
 
         # Raises at once for a text or voice that cannot work.
         self._job = self._worker.submit(self._voice, self._text, self._options, wake)
@@ -72,11 +98,11 @@ class FrameStream:
     ) -> None:
         job = self.job
         if not job.done:
-            _LOGGER.debug("Stopping a synthesis before its end")
+            self._abandoned.append(job)
         job.cancel()  # a no-op when finished
 
     @property
-    def job(self) -> SynthesisJob:
+    def job(self) -> Job:
         if self._job is None:
             raise RuntimeError("a FrameStream is used inside `async with`")
         return self._job

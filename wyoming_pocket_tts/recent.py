@@ -1,8 +1,9 @@
 """The last few requests the server spoke, for the voice studio's page.
 
-Each request already gets one log line (handler.py); the same figures go here, in a
-small ring buffer that forgets the oldest, so the page can show them without
-reading logs. Only the event loop thread writes and reads it.
+Each request already gets one log line (server/report.py); the same figures go here,
+in a small ring buffer that forgets the oldest, so the page can show them without
+reading logs. The server makes one and hands it to the Wyoming handlers and the
+studio; only the event loop thread writes and reads it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
+from typing import Any
 
 #: Requests remembered: enough for a screenful.
 CAPACITY = 20
@@ -30,11 +32,13 @@ class RequestRecord:
         """Seconds of audio made per second spent making it (above 1: faster than real time)."""
         return self.audio_seconds / self.busy_seconds if self.busy_seconds > 0 else None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "speed": self.speed}
 
 
 class RecentRequests:
+    """The last `capacity` requests, spoken by the Wyoming handlers or previewed."""
+
     def __init__(self, capacity: int = CAPACITY) -> None:
         self._records: deque[RequestRecord] = deque(maxlen=capacity)
 
@@ -49,6 +53,3 @@ class RecentRequests:
     def newest_first(self) -> list[RequestRecord]:
         return list(reversed(self._records))
 
-
-#: The process's requests: the Wyoming handler and the studio's previews add to it.
-RECENT_REQUESTS = RecentRequests()
