@@ -101,14 +101,26 @@ def test_a_host_without_proc_stat_is_never_contended(tmp_path):
     assert not monitor.contended()
 
 
+@pytest.fixture
+def quiet_machine() -> None:
+    """Skip a test of real neighbours on a machine that other programs already keep
+    busy (another test run, say): there, what it starts is not the only neighbour."""
+    monitor = CoreContention(QUICK)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(QUICK.interval_s)
+        if not monitor.contended() and monitor.others_cores < QUICK.free_cores:
+            return
+    pytest.skip(f"other programs keep the cores busy ({monitor.others_cores:.2f} cores)")
+
+
 def _busy_neighbour() -> subprocess.Popen:
     """A busy-looping process on this process's cores."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def test_a_real_busy_neighbour_is_seen_and_its_leaving_too():
+def test_a_real_busy_neighbour_is_seen_and_its_leaving_too(quiet_machine):
     monitor = CoreContention(QUICK)
-    wait_until(lambda: not monitor.contended(), timeout=30)  # other tests' processes gone
     neighbour = _busy_neighbour()
     try:
         wait_until(monitor.contended, timeout=10)
@@ -118,9 +130,8 @@ def test_a_real_busy_neighbour_is_seen_and_its_leaving_too():
     wait_until(lambda: not monitor.contended(), timeout=10)
 
 
-def test_this_process_working_on_every_core_is_not_contention():
+def test_this_process_working_on_every_core_is_not_contention(quiet_machine):
     monitor = CoreContention(QUICK)
-    wait_until(lambda: not monitor.contended(), timeout=30)
     stop = threading.Event()
 
     def work() -> None:
@@ -184,7 +195,7 @@ def test_the_worker_goes_back_to_every_core_once_the_neighbours_leave(
 
 
 def test_a_worker_beside_a_real_neighbour_serves_on_one_thread_then_every_core(
-    model, voice, monkeypatch
+    model, voice, monkeypatch, quiet_machine
 ):
     """End to end with the real signal: a busy process on our cores, then none."""
     steps = record_threads_of_steps(model, monkeypatch)
@@ -238,7 +249,7 @@ def test_a_limit_below_one_core_is_refused():
 
 @pytest.mark.wall_clock
 def test_a_server_beside_busy_neighbours_answers_describe_and_recovers(
-    tmp_path, tiny_model, voice_wav
+    tmp_path, tiny_model, voice_wav, quiet_machine
 ):
     """Beside two busy processes, the server says it steps back, answers Describe well
     within Home Assistant's second while it speaks, and says when the cores are free."""
