@@ -139,8 +139,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-connections",
         type=int,
         default=32,
-        help="connections served at once; over it, Describe is still answered and anything "
-        "else gets an error, then the connection is closed (default: %(default)s)",
+        help="connections served at once; over it, a newcomer takes the place of the "
+        "connection that has waited longest on its client (silent, half an event, or not "
+        "reading its audio); with none, Describe is still answered and anything else gets "
+        "an error, then the connection is closed (default: %(default)s)",
     )
     parser.add_argument(
         "--max-text-chars",
