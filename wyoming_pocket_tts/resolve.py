@@ -27,7 +27,6 @@ from wyoming_pocket_tts.download import (
 )
 from wyoming_pocket_tts.engine.errors import EngineError, VoiceError
 from wyoming_pocket_tts.engine.model.config import ModelConfig, load_model_config
-from wyoming_pocket_tts.server.info import ModelDescription
 from wyoming_pocket_tts.voices.store import (
     AUDIO_SUFFIXES,
     STATE_SUFFIX,
@@ -50,6 +49,14 @@ VOICE_CACHE_FOLDER = "wyoming-pocket-tts-voices"
 #: What a bad model or voice (a name, a file, a download) raises: each is reported as
 #: one line naming what is wrong, never as a traceback.
 LOAD_ERRORS = (CatalogError, DownloadError, EngineError, UnknownVoiceError, OSError)
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """What a server says about the model it serves."""
+
+    name: str
+    languages: tuple[str, ...]  # codes as Home Assistant matches them: "en", "fr"
 
 
 @dataclass(frozen=True)

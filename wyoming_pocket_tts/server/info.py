@@ -7,23 +7,15 @@ dropped into --voices-dir shows up in Home Assistant without a restart.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from .. import __version__
+from ..resolve import ModelDescription
 from ..voices.store import VoiceKind, VoiceSource
 
 PROGRAM_NAME = "pocket-tts"
 KYUTAI = Attribution(name="Kyutai", url="https://github.com/kyutai-labs/pocket-tts")
-
-
-@dataclass(frozen=True)
-class ModelDescription:
-    """What Info says about the model being served."""
-
-    name: str
-    languages: tuple[str, ...]  # codes as Home Assistant matches them: "en", "fr"
 
 
 def _voice(source: VoiceSource, languages: Iterable[str]) -> TtsVoice:
