@@ -242,6 +242,7 @@ def test_text_with_nothing_to_say_gets_a_moment_of_silence(server, text):
     assert stream.stop.data.get("timestamp") == 80
 
 
+@pytest.mark.wall_clock
 def test_audio_is_sent_while_the_text_is_still_being_synthesized(long_server):
     async def scenario():
         async with long_server.client() as client:
@@ -333,6 +334,7 @@ def test_a_stream_of_nothing_still_ends_with_synthesize_stopped(server):
 # Concurrency
 
 
+@pytest.mark.wall_clock
 def test_describe_is_answered_at_once_while_another_connection_synthesizes(long_server):
     async def scenario():
         async with long_server.client() as busy, long_server.client() as asker:
@@ -353,7 +355,8 @@ def test_describe_is_answered_at_once_while_another_connection_synthesizes(long_
             return sorted(delays)
 
     delays = run(scenario())
-    assert delays[len(delays) // 2] < 0.2, delays
+    # Home Assistant waits a second or more; at once means a small part of that.
+    assert delays[len(delays) // 2] < 0.5, delays
 
 
 async def drain(client: AsyncTcpClient) -> int:
@@ -385,6 +388,7 @@ def test_a_short_request_finishes_while_a_long_one_is_still_going(long_server):
     assert long_chunks > len(short_stream.chunks)
 
 
+@pytest.mark.wall_clock
 def test_a_disconnect_cancels_the_synthesis(long_server):
     async def scenario():
         client = long_server.client()
@@ -405,7 +409,7 @@ def test_a_disconnect_cancels_the_synthesis(long_server):
     time.sleep(1.0)
     used = long_server.cpu_seconds() - before
     # Still synthesizing would keep a core busy (~1 s of CPU per second).
-    assert used < 0.3, f"server used {used:.2f} s of CPU in the second after the disconnect"
+    assert used < 0.5, f"server used {used:.2f} s of CPU in the second after the disconnect"
     # The request still has its line in the log, saying how it ended.
     line = [line for line in long_server.log().splitlines() if "(cut short:" in line][-1]
     assert line.startswith("INFO") and "synthesize: voice=voice" in line, line

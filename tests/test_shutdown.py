@@ -18,6 +18,7 @@ from tests.support.server import LONG_TEXT, TIMEOUT, event_types_until_close, la
 from wyoming_pocket_tts.server.wire import encode, read_event
 
 #: Docker's default stop timeout is 10 s, s6's 3 s grace then kill: exit well before.
+#: A stop takes about a second, so this leaves a loaded machine room too.
 EXIT_WITHIN_SECONDS = 5.0
 
 
@@ -35,6 +36,7 @@ async def request(port: int, events: list[Event], started: asyncio.Event) -> lis
     return types
 
 
+@pytest.mark.wall_clock
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_four_requests_in_flight_and_exits_0(tmp_path, tiny_model, voice_wav, signum):
     server = launch(tmp_path, tiny_model, "--voice", str(voice_wav))  # no end of speech
@@ -77,6 +79,7 @@ def test_a_signal_ends_four_requests_in_flight_and_exits_0(tmp_path, tiny_model,
     assert "Traceback" not in log
 
 
+@pytest.mark.wall_clock
 def test_a_client_that_stops_reading_does_not_hold_up_the_exit(tmp_path, tiny_model, voice_wav):
     server = launch(tmp_path, tiny_model, "--voice", str(voice_wav))
     stalled = socket.socket()
@@ -104,6 +107,7 @@ def test_a_client_that_stops_reading_does_not_hold_up_the_exit(tmp_path, tiny_mo
     assert "Traceback" not in server.log()
 
 
+@pytest.mark.wall_clock
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_a_stdio_request_in_flight_and_exits_0(
     tmp_path, tiny_model, voice_wav, signum
