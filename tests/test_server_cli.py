@@ -18,6 +18,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from tests.support.server import FRAME_BYTES, SHORT, assert_pcm_frames, launch, read_audio, run
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands import serve
+from wyoming_pocket_tts.commands.options import defaults_from_environment
 from wyoming_pocket_tts.engine.cpu.cores import available_cores
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
@@ -26,7 +27,7 @@ from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     serve.configure(parser)
-    serve._defaults_from_environment(parser, environ)
+    defaults_from_environment(parser, environ)
     return parser.parse_args(argv)
 
 

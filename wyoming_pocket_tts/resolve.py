@@ -2,7 +2,7 @@
 
 The server and every subcommand take this one path, so a model or a voice is found,
 checked, cached and refused the same way whichever command names it. Options come
-as a typed `ModelOptions`, never as an argparse namespace (commands/engine_args.py
+as a typed `ModelOptions`, never as an argparse namespace (commands/options.py
 builds one from the command line).
 
 Importing this module does not import torch, so a command can build its options

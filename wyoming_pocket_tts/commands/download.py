@@ -1,8 +1,7 @@
 """`wyoming-pocket-tts download`: fetch a model and its voices ahead of time.
 
 Run it once while online; afterwards the server (and this command) work with
-`--local-files-only` or `HF_HUB_OFFLINE=1`. The options shared by every command that
-reads model files (`--data-dir`, `--download-dir`, `--local-files-only`) are defined here.
+`--local-files-only` or `HF_HUB_OFFLINE=1`.
 """
 
 from __future__ import annotations
@@ -10,50 +9,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from wyoming_pocket_tts.catalog import CatalogError, load_catalog
-from wyoming_pocket_tts.download import (
-    DownloadError,
-    DownloadOptions,
-    resolve_model_files,
-    resolve_voice_file,
+from wyoming_pocket_tts.commands.options import (
+    add_download_arguments,
+    add_model_argument,
+    download_options,
 )
+from wyoming_pocket_tts.download import DownloadError, resolve_model_files, resolve_voice_file
 
 HELP = "download a model and its voices now, so the server can run offline"
-
-
-def add_download_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        action="append",
-        default=[],
-        help="folder searched first for model and voice files, as DIR/<owner>/<repo>/<path> "
-        "or as a Hugging Face cache (repeatable; never written to)",
-    )
-    parser.add_argument(
-        "--download-dir",
-        type=Path,
-        default=None,
-        help="Hugging Face cache folder that downloads go to (default: HF_HUB_CACHE, "
-        "usually ~/.cache/huggingface/hub)",
-    )
-    parser.add_argument(
-        "--local-files-only",
-        action="store_true",
-        help="never use the network; fail with a clear message when a file is missing "
-        "(HF_HUB_OFFLINE=1 does the same)",
-    )
-
-
-def download_options(args: argparse.Namespace, *, progress: bool = False) -> DownloadOptions:
-    return DownloadOptions(
-        data_dirs=tuple(args.data_dir),
-        download_dir=args.download_dir,
-        local_files_only=args.local_files_only,
-        progress=progress,
-    )
 
 
 def configure_logging() -> None:
@@ -71,11 +36,7 @@ def configure_logging() -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model",
-        default=load_catalog().default_model,
-        help="catalog name of the model (default: %(default)s; `list-models` shows all)",
-    )
+    add_model_argument(parser, paths=False)
     parser.add_argument(
         "--voice",
         action="append",
@@ -94,7 +55,8 @@ def main(args: argparse.Namespace) -> int:
     configure_logging()
     options = download_options(args, progress=True)
     try:
-        entry = load_catalog().find_model(args.model)
+        catalog = load_catalog()
+        entry = catalog.find_model(args.model or catalog.default_model)
         voices = args.voice or [entry.default_voice]
         for voice in voices:
             entry.voice(voice)  # reject a bad name before any download

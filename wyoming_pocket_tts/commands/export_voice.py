@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from wyoming_pocket_tts import resolve
-from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
+from wyoming_pocket_tts.commands.options import add_model_arguments, model_options
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 
 HELP = "encode a voice recording into a reusable voice .safetensors file"

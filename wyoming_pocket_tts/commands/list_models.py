@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from wyoming_pocket_tts.catalog import load_catalog
-from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
+from wyoming_pocket_tts.commands.options import add_download_arguments, download_options
 from wyoming_pocket_tts.download import installed
 
 HELP = "list the models this server can run and which are downloaded"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from wyoming_pocket_tts import resolve
-from wyoming_pocket_tts.catalog import load_catalog
-from wyoming_pocket_tts.commands.download import add_download_arguments, download_options
+from wyoming_pocket_tts.commands.options import (
+    add_download_arguments,
+    add_model_argument,
+    add_voices_dir_argument,
+    download_options,
+)
 from wyoming_pocket_tts.download import find_local
 from wyoming_pocket_tts.voices.store import VoiceKind
 
@@ -16,15 +19,9 @@ HELP = "list a model's predefined voices and which are downloaded, and the custo
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model",
-        default=load_catalog().default_model,
-        help="catalog name of the model (default: %(default)s) or a pocket-tts YAML path",
-    )
-    parser.add_argument(
-        "--voices-dir",
-        type=Path,
-        help="folder of custom voices, as the server's --voices-dir: listed too",
+    add_model_argument(parser)
+    add_voices_dir_argument(
+        parser, "folder of custom voices, as the server's --voices-dir: listed too"
     )
     add_download_arguments(parser)
 

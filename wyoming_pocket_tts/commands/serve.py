@@ -1,10 +1,8 @@
 """`wyoming-pocket-tts` (no subcommand): the Wyoming text-to-speech server.
 
 Parse, build, hand over: this module reads the options (from the command line or the
-environment), loads the model and the startup voices, and serves connections with
-`handler.PocketTTSEventHandler`. Every option `--foo-bar` can also be set with the
-environment variable `WYOMING_POCKET_TTS_FOO_BAR`, so a container needs no wrapper
-script; a flag on the command line wins over its variable.
+environment, commands/options.py), loads the model and the startup voices, and serves
+connections with `handler.PocketTTSEventHandler`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Coroutine, Generator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,9 +28,16 @@ from wyoming.event import async_get_stdin
 from wyoming.info import Info
 
 from wyoming_pocket_tts import __version__, resolve, studio
-from wyoming_pocket_tts.catalog import load_catalog
-from wyoming_pocket_tts.commands.download import add_download_arguments
-from wyoming_pocket_tts.commands.engine_args import add_quantize_argument, model_options
+from wyoming_pocket_tts.commands.options import (
+    ENV_PREFIX,
+    add_download_arguments,
+    add_model_argument,
+    add_quantize_argument,
+    add_threads_argument,
+    add_voices_dir_argument,
+    defaults_from_environment,
+    model_options,
+)
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.errors import EngineError
 from wyoming_pocket_tts.recent import RecentRequests
@@ -48,7 +53,6 @@ if TYPE_CHECKING:
 _LOGGER = logging.getLogger(__name__)
 
 HELP = "run the Wyoming text-to-speech server (what runs when no subcommand is given)"
-ENV_PREFIX = "WYOMING_POCKET_TTS_"
 DEFAULT_URI = "tcp://0.0.0.0:10200"
 # A short confirmation, the most common kind of answer, so its shapes are the ones warmed.
 WARM_UP_TEXT = "The living room lights are off."
@@ -58,8 +62,6 @@ WARM_UP_FRAMES = 3
 SHUTDOWN_GRACE_SECONDS = 1.0
 #: A longer pause would hold a listener's audio back for nothing.
 MAX_SENTENCE_SILENCE = 10.0
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
 
 
 # ---------------------------------------------------------------------------
@@ -72,11 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_URI,
         help="where to listen: tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)",
     )
-    parser.add_argument(
-        "--model",
-        help="catalog name of the model (default: "
-        f"{load_catalog().default_model}) or the path of a pocket-tts YAML configuration",
-    )
+    add_model_argument(parser)
     parser.add_argument(
         "--language",
         action="append",
@@ -93,10 +91,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="load this voice at startup too (repeatable)",
     )
-    parser.add_argument(
-        "--voices-dir",
-        type=Path,
-        help="folder of custom voices: audio files to clone and .safetensors voice states, "
+    add_voices_dir_argument(
+        parser,
+        "folder of custom voices: audio files to clone and .safetensors voice states, "
         "each named by its file name without extension; read again on every request and "
         "every Describe",
     )
@@ -121,13 +118,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds of silence after each sentence (default: %(default)s)",
     )
     add_quantize_argument(parser)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="use at most N cores, for a host whose other programs must come first "
-        "(default: every core, and one a stage while other programs are busy on them)",
-    )
+    add_threads_argument(parser)
     # For tests and experiments: the end-of-speech decision threshold.
     parser.add_argument("--eos-threshold", type=float, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -181,43 +172,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"Every option --foo-bar can also be set with the environment variable "
         f"{ENV_PREFIX}FOO_BAR (lists separated by commas; flags take 1/0, true/false)."
     )
-    _defaults_from_environment(parser, os.environ)
-
-
-def _defaults_from_environment(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
-    """Make each option's variable its default, so the command line still wins.
-
-    Walks the parser's actions (argparse has no public way to list them) so that options
-    defined elsewhere, such as the download ones, get their variables too.
-    """
-    defaults: dict[str, object] = {}
-    for action in parser._actions:
-        variable = ENV_PREFIX + action.dest.upper()
-        if (
-            not action.option_strings
-            or action.dest in ("help", "version")
-            or variable not in environ
-        ):
-            continue
-        value = environ[variable].strip()
-        if isinstance(action, argparse._StoreTrueAction):
-            if value.lower() not in _TRUE + _FALSE:
-                parser.error(
-                    f"{variable}={value!r}: expected one of {', '.join(_TRUE + _FALSE[:-1])}"
-                )
-            defaults[action.dest] = value.lower() in _TRUE
-        elif isinstance(action, argparse._AppendAction):
-            convert: Callable[[str], object] = action.type if callable(action.type) else str
-            defaults[action.dest] = [
-                convert(item.strip()) for item in value.split(",") if item.strip()
-            ]
-        elif action.dest == "zeroconf":
-            defaults[action.dest] = (
-                None if value.lower() in _FALSE else ("" if value.lower() in _TRUE else value)
-            )
-        elif value:
-            defaults[action.dest] = value  # a string default: argparse converts and checks it
-    parser.set_defaults(**defaults)
+    defaults_from_environment(parser, os.environ)
 
 
 # ---------------------------------------------------------------------------

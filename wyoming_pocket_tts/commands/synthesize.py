@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wyoming_pocket_tts import resolve
-from wyoming_pocket_tts.commands.engine_args import add_model_arguments, model_options
+from wyoming_pocket_tts.commands.options import (
+    add_model_arguments,
+    add_voices_dir_argument,
+    model_options,
+)
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.pcm import pcm16
 
@@ -27,8 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--voice", required=True,
                         help="audio file to clone, voice .safetensors, or the name of a "
                         "predefined voice or of one in --voices-dir")
-    parser.add_argument("--voices-dir", type=Path,
-                        help="folder of custom voices, as the server's --voices-dir")
+    add_voices_dir_argument(parser, "folder of custom voices, as the server's --voices-dir")
     parser.add_argument("--text", required=True, help="the text to speak; - reads standard input")
     parser.add_argument("--output", type=Path, required=True, help="WAV file to write")
     parser.add_argument("--temperature", type=float, default=None,
