@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from wyoming.client import AsyncTcpClient
-from wyoming.error import Error
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
@@ -28,6 +27,7 @@ from tests.support.server import (
     launch,
     read_audio,
     run,
+    served_or_refused,
 )
 from wyoming_pocket_tts.server.connections import FIRST_EVENT_SECONDS, STALLED_SECONDS
 from wyoming_pocket_tts.server.wire import encode
@@ -111,23 +111,6 @@ async def describe_and_synthesize(server: ServerProcess) -> tuple[Info, AudioStr
         return info, await read_audio(client)
 
 
-async def served_or_refused(server: ServerProcess) -> str:
-    """One request: 'served' (a whole audio stream) or 'refused' (an error naming the
-    limit, then the connection closed)."""
-    async with server.client() as client:
-        await client.write_event(Synthesize(text=SHORT_TEXT).event())
-        event = await client.read_event()
-        assert event is not None
-        if Error.is_type(event.type):
-            assert "--max-connections" in Error.from_event(event).text
-            assert await client.read_event() is None
-            return "refused"
-        assert event.type == "audio-start", event
-        while (event := await client.read_event()).type != "audio-stop":
-            assert event.type == "audio-chunk", event
-        return "served"
-
-
 async def speaking(server: ServerProcess) -> tuple[AsyncTcpClient, asyncio.Task]:
     """A client whose long audio has begun, and the task that reads all of it: it ends
     with the number of chunks at audio-stop, and fails if the connection closes first."""
@@ -193,9 +176,9 @@ def test_clients_that_stop_reading_their_audio_give_up_their_places(start):
     held = [not_reading(server.port) for _ in range(4)]
     try:
         # While their audio is flowing, or has only just stopped, they keep their places.
-        assert run(served_or_refused(server)) == "refused"
+        assert run(served_or_refused(server, SHORT_TEXT)) == "refused"
         began = time.monotonic()
-        while (outcome := run(served_or_refused(server))) == "refused":
+        while (outcome := run(served_or_refused(server, SHORT_TEXT))) == "refused":
             assert time.monotonic() - began < STALLED_SECONDS + PROMPTLY, "never made room"
             time.sleep(0.5)
         waited = time.monotonic() - began
@@ -224,7 +207,7 @@ def test_a_connection_speaking_to_a_reader_keeps_its_place_and_a_stalled_one_goe
             second, second_reading = await speaking(server)  # makes room
             await asyncio.sleep(0.5)
             assert_still_speaking(first_reading)  # the stalled one made room, not this one
-            assert await served_or_refused(server) == "refused"
+            assert await served_or_refused(server, SHORT_TEXT) == "refused"
             await asyncio.sleep(0.5)
             assert_still_speaking(first_reading, second_reading)
             assert await asyncio.to_thread(closed_by_the_server, stalled)

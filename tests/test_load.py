@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 from wyoming.client import AsyncTcpClient
-from wyoming.error import Error
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
@@ -24,6 +23,7 @@ from tests.support.server import (
     launch,
     read_audio,
     run,
+    served_or_refused,
     synthesize,
 )
 from wyoming_pocket_tts.server.connections import Connections
@@ -54,23 +54,6 @@ def test_as_many_clients_as_the_limit_are_all_served_at_once(busy_server):
         assert_pcm_frames(stream)
 
 
-async def served_or_refused(server: ServerProcess) -> str:
-    """One request: 'served' (a whole audio stream) or 'refused' (an error naming the
-    limit, then the connection closed)."""
-    async with server.client() as client:
-        await client.write_event(Synthesize(text="The kitchen light is on.").event())
-        event = await client.read_event()
-        assert event is not None
-        if Error.is_type(event.type):
-            assert "--max-connections" in Error.from_event(event).text
-            assert await client.read_event() is None
-            return "refused"
-        assert event.type == "audio-start", event
-        while (event := await client.read_event()).type != "audio-stop":
-            assert event.type == "audio-chunk", event
-        return "served"
-
-
 def test_four_times_the_limit_are_served_or_refused_while_describe_answers(busy_server):
     async def describe_quickly() -> list[Info]:
         answers = []
@@ -81,7 +64,10 @@ def test_four_times_the_limit_are_served_or_refused_while_describe_answers(busy_
         return answers
 
     async def scenario():
-        requests = asyncio.gather(*(served_or_refused(busy_server) for _ in range(4 * LIMIT)))
+        text = "The kitchen light is on."
+        requests = asyncio.gather(
+            *(served_or_refused(busy_server, text) for _ in range(4 * LIMIT))
+        )
         answers = await describe_quickly()
         return await requests, answers
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeVoice
@@ -163,6 +164,23 @@ async def synthesize(server: ServerProcess, text: str, voice: str | None = None)
             Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event()
         )
         return await read_audio(client)
+
+
+async def served_or_refused(server: ServerProcess, text: str) -> str:
+    """One request: 'served' (a whole audio stream) or 'refused' (an error naming the
+    connection limit, then the connection closed)."""
+    async with server.client() as client:
+        await client.write_event(Synthesize(text=text).event())
+        event = await client.read_event()
+        assert event is not None
+        if Error.is_type(event.type):
+            assert "--max-connections" in Error.from_event(event).text
+            assert await client.read_event() is None
+            return "refused"
+        assert event.type == "audio-start", event
+        while (event := await client.read_event()).type != "audio-stop":
+            assert event.type == "audio-chunk", event
+        return "served"
 
 
 async def describe(client: AsyncTcpClient) -> Info:
