@@ -87,10 +87,6 @@ class Recording:
     samples: np.ndarray  # mono float32 in [-1, 1]
     sample_rate: int
 
-    @property
-    def seconds(self) -> float:
-        return len(self.samples) / self.sample_rate
-
 
 @dataclass(frozen=True)
 class Wav:
