@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .cores import available_cores
-
 # Columns of a /proc/stat cpu line that are busy time: user, nice, system, (not idle,
 # iowait), irq, softirq, steal. Guest time is counted in user already.
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
@@ -67,7 +65,9 @@ class CoreContention:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.thresholds = thresholds
-        self._cores = cores if cores is not None else _affinity()
+        if cores is None:  # not Linux: no affinity, and no /proc/stat either
+            cores = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+        self._cores = cores
         self._stat_path = stat_path
         self._own_cpu_seconds = own_cpu_seconds
         self._clock = clock
@@ -127,10 +127,3 @@ class CoreContention:
                 columns = values.split()
                 busy_ticks += sum(int(columns[i]) for i in _BUSY_COLUMNS if i < len(columns))
         return self._clock(), busy_ticks * self._tick_s, self._own_cpu_seconds()
-
-
-def _affinity() -> set[int]:
-    try:
-        return set(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return set(range(available_cores()))

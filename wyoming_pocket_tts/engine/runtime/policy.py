@@ -19,9 +19,10 @@ The decisions, in short:
   for a run of frames of every job unless some audio is needed now, and leaves its
   calls' last layers to the generator thread, which has time to spare when Mimi is
   the bound.
-* While other programs use our cores (`WorkerView.contended`), every operator runs on
-  one thread and the stages side by side: an operator shared out waits at each of its
-  barriers for a thread the neighbours preempted (see cpu/contention.py).
+* While other programs use our cores (`WorkerView.contended`), the stages run side by
+  side (and the worker runs every operator on one thread): an operator shared out
+  waits at each of its barriers for a thread the neighbours preempted (see
+  cpu/contention.py).
 * What a new request's listener waits for (its text prompt's pass, then the
   decoding of its first frame) runs on the generator thread before anything else and
   on every core, and the decoder starts no call meanwhile unless another listener
@@ -253,7 +254,7 @@ class BatchingPolicy:
 
     def step_on_every_core(self, view: WorkerView, taking_turns: bool) -> bool:
         """Whether a FlowLM step takes every core (else the generator's own share)."""
-        return not view.contended and (taking_turns or self.decoder_idle(view))
+        return taking_turns or self.decoder_idle(view)
 
     def urgent_frames(self, view: WorkerView, made: frozenset[Hashable]) -> UrgentFrames:
         """Of the jobs that just got a frame (`made`), those whose listener cannot wait
@@ -271,7 +272,7 @@ class BatchingPolicy:
             if job.key in made and job.backlog == 0
             and (not job.heard if idle else self.short_of_audio(job))
         )
-        return UrgentFrames(urgent, every_core=idle and not view.contended)
+        return UrgentFrames(urgent, every_core=idle)
 
     def decode_in_turn(self, view: WorkerView, everything: bool) -> tuple[int, ...]:
         """Taking turns: the queue entries the generator thread decodes now (by index;
