@@ -100,6 +100,7 @@ class ModelEntry:
 class Catalog:
     default_model: str
     models: tuple[ModelEntry, ...]
+    languages: dict[str, str]  # code ("fr") to name ("French"), in the catalog's order
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -175,7 +176,8 @@ def load_catalog() -> Catalog:
     models = tuple(
         _model_entry(name, spec, data, data_dir / "models") for name, spec in data["models"].items()
     )
-    return Catalog(default_model=data["default_model"], models=models)
+    languages = {code: about["name"] for code, about in data["languages"].items()}
+    return Catalog(default_model=data["default_model"], models=models, languages=languages)
 
 
 def find_model(name: str) -> ModelEntry:

@@ -12,9 +12,9 @@ first); the functions that load import the engine when called.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,6 +96,45 @@ def catalog_entry(options: ModelOptions) -> ModelEntry | None:
     model given as a YAML path."""
     name = model_name(options)
     return None if is_config_path(name) else load_catalog().find_model(name)
+
+
+def served_models(
+    choices: Sequence[str], base: ModelOptions, yaml_language: str = "en"
+) -> tuple[ModelOptions, ...]:
+    """The models a server speaks, one per language, from `--model` values of the form
+    `[LANG=]NAME|PATH`; the first is the default language, none means the catalog's
+    default model. A catalog model speaks its own language; a YAML path speaks `LANG`,
+    else `yaml_language`."""
+    catalog = load_catalog()
+    served: dict[str, ModelOptions] = {}
+    for choice in choices or [catalog.default_model]:
+        language, equals, model = choice.partition("=")
+        if not equals or not language.isalpha():  # a path may hold "=" too
+            language, model = "", choice
+        language = language.lower()
+        if language and language not in catalog.languages:
+            raise CatalogError(
+                f"--model {choice}: unknown language {language!r} "
+                f"(the models speak {', '.join(catalog.languages)})"
+            )
+        if not model:
+            raise CatalogError(f"--model {choice}: no model after {language}=")
+        if is_config_path(model):
+            language = language or yaml_language
+        else:
+            spoken = catalog.find_model(model).language
+            if language and language != spoken:
+                raise CatalogError(
+                    f"--model {choice}: model {model!r} speaks {spoken}, not {language}"
+                )
+            language = spoken
+        if language in served:
+            raise CatalogError(
+                f"--model {choice}: {language} is already spoken by {served[language].model}; "
+                "one model per language"
+            )
+        served[language] = replace(base, model=model, languages=(language,))
+    return tuple(served.values())
 
 
 def resolve_model(options: ModelOptions) -> ResolvedModel:
