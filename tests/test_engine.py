@@ -47,7 +47,7 @@ def test_first_audio_comes_after_one_frame(model, voice):
     assert first is not None and first.shape == (FRAME_SAMPLES,)
     tokens = utterance.chunks[0].tokens.shape[1]
     # Only the voice, the text and one generated position are in the buffer.
-    assert utterance._cache.length == voice.num_positions + tokens + 1
+    assert utterance.cache.length == voice.num_positions + tokens + 1
     assert first[0] == 0.0  # the chunk starts faded in
     utterance.close()
 
@@ -59,13 +59,13 @@ def test_working_buffer_is_reused_and_voice_left_untouched(model, voice):
     assert len(utterance.chunks) > 1
     storages = set()
     while utterance.next_frame() is not None:
-        storages.add(utterance._cache.keys.data_ptr())
+        storages.add(utterance.cache.keys.data_ptr())
     assert len(storages) == 1, "the working buffer was reallocated during generation"
     assert torch.equal(voice.keys, keys_before)
     # A later utterance reuses the pooled buffer instead of allocating one.
     again = synthesizer.start(voice, "Again.", DETERMINISTIC)
     again.next_frame()
-    assert again._cache.keys.data_ptr() in storages
+    assert again.cache.keys.data_ptr() in storages
     again.close()
 
 

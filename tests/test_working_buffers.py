@@ -23,23 +23,23 @@ def speak_together(synthesizer: Synthesizer, voice, texts: list[str]) -> None:
 def test_spare_buffers_stay_bounded_after_a_busy_moment(model, voice) -> None:
     alone = Synthesizer(model)
     speak_together(alone, voice, [LONG])
-    one_long = alone.spare_buffer_bytes
+    one_long = alone.buffers.spare_bytes
     assert one_long > 0  # the buffer is kept for the next request
 
     synthesizer = Synthesizer(model)
     speak_together(synthesizer, voice, [LONG] * 6)  # six at once, each a long text
-    busy = synthesizer.spare_buffer_bytes
+    busy = synthesizer.buffers.spare_bytes
     assert busy <= MAX_SPARE_CACHES * one_long  # not one buffer per request of that moment
 
     for _ in range(3):  # short requests again: the buffers they use do not grow
         speak_together(synthesizer, voice, [SHORT])
-    assert synthesizer.spare_buffer_bytes <= busy
+    assert synthesizer.buffers.spare_bytes <= busy
 
 
 def test_a_short_text_reuses_a_buffer_without_growing_it(model, voice) -> None:
     synthesizer = Synthesizer(model)
     speak_together(synthesizer, voice, [SHORT, LONG])
-    held = synthesizer.spare_buffer_bytes
+    held = synthesizer.buffers.spare_bytes
     for _ in range(5):
         speak_together(synthesizer, voice, [SHORT, LONG])
-        assert synthesizer.spare_buffer_bytes == held
+        assert synthesizer.buffers.spare_bytes == held

@@ -15,6 +15,7 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import Enum, auto
 
 import numpy as np
 import torch
@@ -70,6 +71,22 @@ class _ChunkProgress:
         return self.frame >= chunk.max_frames
 
 
+class StepKind(Enum):
+    """What an utterance's next step does."""
+
+    PAUSE = auto()  # emit the silence after a spoken chunk; no model runs
+    PROMPT = auto()  # a chunk's first FlowLM step, which feeds its text too
+    FRAME = auto()  # a FlowLM step from the chunk's previous latent
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """An utterance's next step, as `Synthesizer.advance` batches it."""
+
+    kind: StepKind
+    text: torch.Tensor | None = None  # PROMPT: the chunk's text embeddings
+
+
 @dataclass(frozen=True)
 class LatentFrame:
     """One generated latent, with the decoder stream of the chunk it belongs to; or,
@@ -105,6 +122,7 @@ class Utterance:
     ):
         model = synthesizer.model
         self._synthesizer = synthesizer
+        self._buffers = synthesizer.buffers
         self._model = model
         self._voice = voice
         self._pending = list(reversed(chunks))
@@ -140,7 +158,7 @@ class Utterance:
         self._pending.clear()
         self._progress = None
         if self._cache is not None:
-            self._synthesizer._release_cache(self._cache)
+            self._buffers.release(self._cache)
             self._cache = None
 
     def next_frame(self) -> np.ndarray | None:
@@ -155,6 +173,79 @@ class Utterance:
             if frame is not None:
                 return frame
         return None
+
+    # The per-step interface of `Synthesizer.advance`, which batches many utterances'
+    # steps: what the step is, what it reads, and what becomes of its output.
+
+    def next_step(self) -> NextStep | None:
+        """What the next step does (starting the next chunk if needed); None: every
+        chunk is done (the buffer is released)."""
+        progress = self._ready()
+        if progress is None:
+            return None
+        if progress.finished():
+            return NextStep(StepKind.PAUSE)
+        if progress.text_embeddings is not None:
+            return NextStep(StepKind.PROMPT, progress.text_embeddings)
+        return NextStep(StepKind.FRAME)
+
+    @property
+    def cache(self) -> LinearKV:
+        """The working buffer, held from the first chunk's start until `close()`."""
+        if self._cache is None:
+            raise RuntimeError("the utterance holds no working buffer")
+        return self._cache
+
+    def input_latent(self) -> torch.Tensor:
+        """The latent the step's transformer pass reads: the chunk's last, or BOS."""
+        previous = self._chunk.previous_latent
+        return self._model.flow_lm.bos_emb[None] if previous is None else previous
+
+    def continues_after(self, eos_logit: float) -> bool:
+        """Close the step's transformer pass (the chunk's text, if it fed it, is in the
+        buffer now) and apply the end-of-speech rule to its logit; False: the chunk
+        just ended."""
+        progress = self._chunk
+        progress.text_embeddings = None
+        if (
+            progress.eos_frame is None
+            and progress.frame >= MIN_FRAMES_BEFORE_EOS
+            and eos_logit > self.eos_threshold
+        ):
+            progress.eos_frame = progress.frame
+        return not progress.finished()
+
+    def sample_noise(self) -> torch.Tensor:
+        """The flow head's noise for the step, from this utterance's own generator: a
+        seeded request sounds the same whatever it is batched with."""
+        shape = (1, self._model.flow_lm.latent_dim)
+        if self.temperature <= 0:
+            return torch.zeros(shape)
+        std = math.sqrt(self.temperature)
+        clamp = self.options.noise_clamp
+        if clamp is None:
+            return torch.randn(shape, generator=self._generator) * std
+        noise = torch.empty(shape)
+        return torch.nn.init.trunc_normal_(
+            noise, 0.0, std, -clamp, clamp, generator=self._generator
+        )
+
+    def emit(self, latent: torch.Tensor) -> LatentFrame:
+        """Take the step's sampled latent as the chunk's next frame."""
+        progress = self._chunk
+        progress.previous_latent = latent
+        progress.frame += 1
+        flow_lm = self._model.flow_lm
+        return LatentFrame(
+            latent * flow_lm.emb_std + flow_lm.emb_mean, progress.decoder,
+            starts_chunk=progress.frame == 1,
+        )
+
+    def emit_pause(self) -> LatentFrame:
+        """The silence after the spoken chunk, in place of a step."""
+        progress = self._chunk
+        progress.paused = True
+        return LatentFrame(None, progress.decoder, starts_chunk=False, silence=self._silence)
 
     def _ready(self) -> _ChunkProgress | None:
         """The chunk to generate the next frame of (starting one if needed); None: all done."""
@@ -180,79 +271,63 @@ class Utterance:
             raise RuntimeError("no chunk is being generated")
         return self._progress
 
-    @property
-    def _working_cache(self) -> LinearKV:
-        """The working buffer, held from the first chunk's start until `close()`."""
-        if self._cache is None:
-            raise RuntimeError("the utterance holds no working buffer")
-        return self._cache
-
     def _pause_due(self) -> bool:
         """The chunk is spoken but the silence after it has not been emitted yet."""
         return self._silence > 0 and not self._chunk.paused
 
-    def _pause(self) -> LatentFrame:
-        progress = self._chunk
-        progress.paused = True
-        return LatentFrame(None, progress.decoder, starts_chunk=False, silence=self._silence)
-
     def _start_chunk(self, chunk: TextChunk) -> _ChunkProgress:
         if self._cache is None:
-            self._cache = self._synthesizer._acquire_cache(self._capacity)
+            self._cache = self._buffers.acquire(self._capacity)
         self._cache.reset(self._voice.keys, self._voice.values, self._capacity)
         return _ChunkProgress(
             chunk, self._model.mimi.new_decoder_state(),
             text_embeddings=self._model.flow_lm.conditioner(chunk.tokens),
         )
 
-    def _input_latent(self) -> torch.Tensor:
-        previous = self._chunk.previous_latent
-        return self._model.flow_lm.bos_emb[None] if previous is None else previous
 
-    def _continues_after(self, eos_logit: float) -> bool:
-        """Apply the end-of-speech rule to this step's logit; False: the chunk just ended."""
-        progress = self._chunk
-        if (
-            progress.eos_frame is None
-            and progress.frame >= MIN_FRAMES_BEFORE_EOS
-            and eos_logit > self.eos_threshold
-        ):
-            progress.eos_frame = progress.frame
-        return not progress.finished()
+class WorkingBuffers:
+    """One model's pool of working buffers: an utterance holds one while it speaks, and
+    gives it back for the next utterances when it ends."""
 
-    def _emit(self, latent: torch.Tensor) -> LatentFrame:
-        progress = self._chunk
-        progress.previous_latent = latent
-        progress.frame += 1
-        flow_lm = self._model.flow_lm
-        return LatentFrame(
-            latent * flow_lm.emb_std + flow_lm.emb_mean, progress.decoder,
-            starts_chunk=progress.frame == 1,
-        )
+    def __init__(self, model: PocketTTS):
+        self._model = model
+        self._spares: list[LinearKV] = []
+        self._lock = threading.Lock()
 
-    def _noise(self) -> torch.Tensor:
-        shape = (1, self._model.flow_lm.latent_dim)
-        if self.temperature <= 0:
-            return torch.zeros(shape)
-        std = math.sqrt(self.temperature)
-        clamp = self.options.noise_clamp
-        if clamp is None:
-            return torch.randn(shape, generator=self._generator) * std
-        noise = torch.empty(shape)
-        return torch.nn.init.trunc_normal_(
-            noise, 0.0, std, -clamp, clamp, generator=self._generator
-        )
+    @property
+    def spare_bytes(self) -> int:
+        """Memory held in working buffers that no utterance is using."""
+        with self._lock:
+            return sum(cache.keys.nbytes + cache.values.nbytes for cache in self._spares)
+
+    def acquire(self, capacity: int) -> LinearKV:
+        """The smallest spare buffer that holds `capacity` positions, else a new one of
+        exactly that size: a spare too small would be grown, and buffers would ratchet
+        up to the longest text ever spoken."""
+        with self._lock:
+            fitting = [cache for cache in self._spares if cache.capacity >= capacity]
+            if fitting:
+                cache = min(fitting, key=lambda cache: cache.capacity)
+                self._spares.remove(cache)
+                return cache
+        return self._model.new_cache(capacity)
+
+    def release(self, cache: LinearKV) -> None:
+        """Keep the buffer as a spare; beyond `MAX_SPARE_CACHES`, the largest go."""
+        with self._lock:
+            self._spares.append(cache)
+            self._spares.sort(key=lambda cache: cache.capacity)
+            del self._spares[MAX_SPARE_CACHES:]
 
 
 class Synthesizer:
-    """Turns (voice, text) into utterances for one model; keeps a pool of working buffers."""
+    """Turns (voice, text) into utterances for one model, which share its working buffers."""
 
     def __init__(self, model: PocketTTS, decode_steps: int = 1):
         self.model = model
         # Steps of the flow head per frame; the released models are distilled for one.
         self.decode_steps = decode_steps
-        self._spare_caches: list[LinearKV] = []
-        self._lock = threading.Lock()
+        self.buffers = WorkingBuffers(model)
         self._fade = torch.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS))
 
     @torch.inference_mode()
@@ -271,15 +346,14 @@ class Synthesizer:
         voice state), this raises EngineError or the error and leaves every
         utterance as it was: a caller can step each one alone to find the culprit.
         """
-        due = [u for u in utterances if u._ready() is not None]
+        planned = [(u, step) for u in utterances if (step := u.next_step()) is not None]
         # A spoken chunk whose silence is due gets it after the step: a failed step
         # leaves every utterance as it was.
-        pausing = [u for u in due if u._chunk.finished()]
-        ready = [u for u in due if not u._chunk.finished()]
-        prompted = [u for u in ready if u._chunk.text_embeddings is not None]
-        batched = [u for u in ready if u._chunk.text_embeddings is None]
+        pausing = [u for u, step in planned if step.kind is StepKind.PAUSE]
+        prompted = [(u, step) for u, step in planned if step.kind is StepKind.PROMPT]
+        batched = [(u, step) for u, step in planned if step.kind is StepKind.FRAME]
         groups = [group for group in (prompted, batched) if group]
-        lengths = [(u._working_cache, u._working_cache.length) for u in ready]
+        lengths = [(u.cache, u.cache.length) for group in groups for u, _ in group]
         try:
             outputs = [
                 self._transformer_step(group, prompt_threads if group is prompted else None)
@@ -289,22 +363,21 @@ class Synthesizer:
             for cache, length in lengths:  # what the step wrote past them is overwritten
                 cache.length = length
             raise
-        frames = {id(u): u._pause() for u in pausing}
+        frames = {id(u): u.emit_pause() for u in pausing}
         for group, z in zip(groups, outputs, strict=True):
-            frames.update(self._sample(group, z))
+            frames.update(self._sample([u for u, _ in group], z))
         return [frames.get(id(u)) for u in utterances]
 
     def _transformer_step(
-        self, group: list[Utterance], prompt_threads: int | None
+        self, group: list[tuple[Utterance, NextStep]], prompt_threads: int | None
     ) -> torch.Tensor:
         """The transformer's pass for `group` (feeding the texts of those that start a
         chunk); changes nothing but their caches."""
         # A group's chunks all start (each has its text) or none does.
-        texts = [u._chunk.text_embeddings for u in group]
-        prefixes = [text for text in texts if text is not None] or None
+        prefixes = [step.text for _, step in group if step.text is not None] or None
         with intra_op_threads(prompt_threads if prefixes else None):
-            previous = torch.cat([u._input_latent() for u in group])
-            z = self.model.flow_lm.step(previous, [u._working_cache for u in group], prefixes)
+            previous = torch.cat([u.input_latent() for u, _ in group])
+            z = self.model.flow_lm.step(previous, [u.cache for u, _ in group], prefixes)
         if not torch.isfinite(z).all():
             raise EngineError(INVALID_AUDIO)
         return z
@@ -312,16 +385,14 @@ class Synthesizer:
     def _sample(self, group: list[Utterance], z: torch.Tensor) -> dict[int, LatentFrame]:
         """End the chunks whose speech ended, and sample the others' next latents."""
         flow_lm = self.model.flow_lm
-        for u in group:
-            u._chunk.text_embeddings = None
         eos_logits = flow_lm.eos_logit(z).tolist()
-        rows = [i for i, u in enumerate(group) if u._continues_after(eos_logits[i])]
+        rows = [i for i, u in enumerate(group) if u.continues_after(eos_logits[i])]
         if not rows:
             return {}
-        noise = torch.cat([group[i]._noise() for i in rows])
+        noise = torch.cat([group[i].sample_noise() for i in rows])
         latents = flow_lm.sample(z[rows], noise, self.decode_steps)
         return {
-            id(group[i]): group[i]._emit(latent)
+            id(group[i]): group[i].emit(latent)
             for latent, i in zip(torch.split(latents, 1), rows, strict=True)
         }
 
@@ -375,33 +446,6 @@ class Synthesizer:
                 for index, piece in zip(run, samples.numpy().reshape(len(run), -1), strict=True):
                     audio[index] = piece
         return audio
-
-    @property
-    def spare_buffer_bytes(self) -> int:
-        """Memory held in working buffers that no utterance is using."""
-        with self._lock:
-            return sum(
-                cache.keys.nbytes + cache.values.nbytes for cache in self._spare_caches
-            )
-
-    def _acquire_cache(self, capacity: int) -> LinearKV:
-        """The smallest spare buffer that holds `capacity` positions, else a new one of
-        exactly that size: a spare too small would be grown, and buffers would ratchet
-        up to the longest text ever spoken."""
-        with self._lock:
-            fitting = [cache for cache in self._spare_caches if cache.capacity >= capacity]
-            if fitting:
-                cache = min(fitting, key=lambda cache: cache.capacity)
-                self._spare_caches.remove(cache)
-                return cache
-        return self.model.new_cache(capacity)
-
-    def _release_cache(self, cache: LinearKV) -> None:
-        """Keep the buffer as a spare; beyond `MAX_SPARE_CACHES`, the largest go."""
-        with self._lock:
-            self._spare_caches.append(cache)
-            self._spare_caches.sort(key=lambda cache: cache.capacity)
-            del self._spare_caches[MAX_SPARE_CACHES:]
 
     def chunks(self, text: str, options: GenerationOptions = DEFAULT_OPTIONS) -> list[TextChunk]:
         """Split and prepare a text the way the model was trained to read it."""
