@@ -266,7 +266,7 @@ class _Reader:
         self._segments.append(Pause(min(seconds, MAX_PAUSE_SECONDS)))
 
     def _boundary(self, kind: BoundaryKind) -> None:
-        """One boundary between two pieces of speech, the stronger of those asked for."""
+        """Never two boundaries in a row (the stronger stays), nor one before anything."""
         self._flush_run()
         if not self._segments:
             return
