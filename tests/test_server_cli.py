@@ -22,6 +22,8 @@ from wyoming_pocket_tts.commands.options import defaults_from_environment
 from wyoming_pocket_tts.engine.cpu.cores import available_cores
 from wyoming_pocket_tts.engine.model.pocket_tts import PocketTTS
 from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
+from wyoming_pocket_tts.server import running
+from wyoming_pocket_tts.server.config import WarmUp
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
@@ -210,7 +212,7 @@ def start_up(tmp_path, tiny_model, voice_wav, serving, monkeypatch) -> int:
     as a server's, are given back to the collector after it. The process set-up is
     skipped: it would change this process's environment for later tests' servers.
     """
-    monkeypatch.setattr(serve, "_run_server", serving)
+    monkeypatch.setattr(running, "listen", serving)
     monkeypatch.setattr(serve, "prepare_process", lambda quantized, threads: None)
     args = parse(
         ["--model", str(tiny_model.config_path), "--voice", str(voice_wav),
@@ -295,7 +297,7 @@ def test_the_server_speaks_once_unheard_before_serving(
 
     monkeypatch.setattr(SynthesisWorker, "submit", recording_submit)
     assert start_up(tmp_path, tiny_model, voice_wav, serve_nothing, monkeypatch) == 0
-    assert [text for text, _ in before_serving] == [serve.WARM_UP_TEXT]
+    assert [text for text, _ in before_serving] == [WarmUp().text]
     job = before_serving[0][1]
     assert job.samples > 0 and job.error is None
 
@@ -304,7 +306,7 @@ def test_start_up_objects_are_left_out_of_later_garbage_collections():
     alive = [object()]  # a container the collector tracks, made "at start-up"
     assert any(tracked is alive for tracked in gc.get_objects())
     try:
-        frozen = serve.freeze_start_up_objects()
+        frozen = running.freeze_start_up_objects()
         # Frozen objects are still freed by refcounting, on any thread (a thread that an
         # earlier test started may drop some meanwhile), so the count can only shrink.
         assert 0 < gc.get_freeze_count() <= frozen

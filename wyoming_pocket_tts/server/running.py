@@ -1,0 +1,183 @@
+"""Running the server around a loaded model: the synthesis worker, the startup voices,
+a warm-up, then connections (listening.py) and the studio until the process is asked
+to stop or the worker dies.
+
+Nothing here loads torch at import time: the command that calls `run_server` sets the
+process up first, then loads the model, and only then are the engine's runtime
+modules imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import itertools
+import logging
+import time
+from collections.abc import Coroutine, Generator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from wyoming.info import Info
+
+from .. import resolve, studio
+from ..engine.errors import EngineError
+from ..recent import RecentRequests
+from ..voices.store import UnknownVoiceError, VoiceStore
+from .config import ServerConfig, WarmUp
+from .connections import Connections
+from .handler import HandlerSettings, PocketTTSEventHandler
+from .info import build_info
+from .listening import listen
+
+if TYPE_CHECKING:
+    from ..engine.model.pocket_tts import PocketTTS
+    from ..engine.runtime.worker import SynthesisWorker
+
+_LOGGER = logging.getLogger(__name__)
+
+
+async def run_server(
+    config: ServerConfig, served: resolve.ResolvedModel, model: PocketTTS
+) -> int:
+    """Serve `model` until asked to stop (0), or fail to start or lose the synthesis
+    worker (1, with the reason logged)."""
+    from ..engine.cpu.contention import CoreContention
+    from ..engine.cpu.threads import OwnThreadExecutor
+    from ..engine.runtime.synthesizer import Synthesizer
+    from ..engine.runtime.worker import SynthesisWorker
+
+    # A recording is encoded on every core (one while other programs use them), on a
+    # thread that ends with it (see engine/cpu/threads.py); voice files are read on one
+    # core each meanwhile, so a cached voice never waits for another one's encoding.
+    contention = CoreContention()
+    voice_encoder = OwnThreadExecutor("voice-encoder", contention=contention)
+    voice_readers = OwnThreadExecutor("voice-loader", cores=1)
+    loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
+    worker = SynthesisWorker(
+        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set),
+        contention=contention,
+    )
+    worker.start()
+    try:
+        try:
+            explicit = resolve.voice_argument(config.voice) if config.voice else None
+            sources = resolve.voice_sources(served.entry, served.options.voices_dir, explicit)
+            voices = VoiceStore(
+                sources=sources,
+                load=resolve.voice_loader(model, served, voice_encoder),
+                default_voice=resolve.default_voice(config.voice, served, sources()),
+                max_loaded=config.max_loaded_voices,
+                executor=voice_readers,
+            )
+            startup = list(dict.fromkeys([voices.default_voice, *config.preload_voices]))
+            if len(startup) > config.max_loaded_voices:
+                _LOGGER.warning(
+                    "More startup voices than --max-loaded-voices: some will be unloaded"
+                )
+            await voices.preload(startup)
+        except (UnknownVoiceError, EngineError, OSError) as err:
+            _LOGGER.error("Cannot load a startup voice: %s", err)
+            return 1
+        try:
+            await _warm_up(worker, voices, config.warm_up)
+        except EngineError as err:
+            _LOGGER.error("Cannot synthesize with this model: %s", err)
+            return 1
+        frozen = freeze_start_up_objects()
+        _LOGGER.debug("%d start-up objects kept out of garbage collection", frozen)
+        settings = HandlerSettings(
+            sample_rate=model.sample_rate,
+            options=config.generation,
+            streaming=config.streaming,
+            finish_on_eof=config.scheme == "stdio",
+            quantized=model.quantized,
+            max_text_chars=config.max_text_chars,
+            idle_timeout=config.idle_timeout,
+            stream_timeout=config.stream_timeout,
+            silence_samples=model.samples_per_frame,
+        )
+
+        def info() -> Info:
+            return build_info(served.description, voices.available(), streaming=settings.streaming)
+
+        recent = RecentRequests()  # what the studio's page shows
+        handler = partial(
+            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings,
+            recent=recent,
+        )
+        connections = Connections(handler, info, config.max_connections)
+        async with studio.serving(
+            config.studio, model=model, model_name=served.description.name,
+            languages=served.description.languages, voices=voices,
+            files=resolve.voice_files(model, served),
+            worker=worker, options=settings.options, recent=recent, executor=voice_encoder,
+        ):
+            if not await _unless_worker_dies(
+                listen(config, connections, voices.default_voice), worker_died
+            ):
+                _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
+                return 1
+        return 0
+    finally:
+        worker.close()
+        voice_readers.shutdown(wait=False, cancel_futures=True)
+        voice_encoder.shutdown(wait=False, cancel_futures=True)
+
+
+async def _unless_worker_dies(serving: Coroutine[Any, Any, None], died: asyncio.Event) -> bool:
+    """Run `serving` to its end, or stop it once the synthesis worker has died (False):
+    a server that only answers Describe must exit so that its supervisor restarts it."""
+    server, death = asyncio.create_task(serving), asyncio.create_task(died.wait())
+    await asyncio.wait({server, death}, return_when=asyncio.FIRST_COMPLETED)
+    death.cancel()
+    if died.is_set():
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+        return False
+    await server
+    return True
+
+
+async def _warm_up(
+    worker: SynthesisWorker, voices: VoiceStore[Any], warm_up: WarmUp
+) -> None:
+    """Synthesize the start of a typical answer, unheard, before serving.
+
+    The first request of a process otherwise pays for what is done once: the
+    synthesis thread's OpenMP workers, oneDNN's kernels for the prompt's and the
+    decoder's shapes, a working buffer of the usual size: without this, the first
+    answer starts noticeably later than the ones after it.
+    """
+    started = time.monotonic()
+    async with voices.use(voices.default_voice) as voice:
+        frames = worker.stream(voice, warm_up.text)
+        await asyncio.to_thread(_speak_unheard, frames, warm_up.frames)
+    _LOGGER.debug("Warmed up in %.2f s", time.monotonic() - started)
+
+
+def _speak_unheard(frames: Generator[np.ndarray, None, None], count: int) -> None:
+    """Take the first `count` frames, then close the stream, which stops its job."""
+    with contextlib.closing(frames):
+        for _ in itertools.islice(frames, count):
+            pass
+
+
+def freeze_start_up_objects() -> int:
+    """Leave what start-up made out of every later garbage collection; return how many.
+
+    A full collection walks every object Python tracks, holding its lock, so every
+    thread of the process stops meanwhile. Once the server is up there are about
+    190,000, nearly all of them torch's modules, classes and functions, which live as
+    long as the process: one full collection takes several times a short answer's
+    time to first audio, and Python starts one whenever enough new objects have
+    outlived the younger generations: during a request, it holds that request's audio
+    back by as much. Frozen, they are never walked again. What refcounting frees is
+    freed as before; cyclic garbage made before this point is collected first, once.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
