@@ -12,8 +12,10 @@ import numpy.typing as npt
 # A frame holds at least two periods of the lowest voice searched.
 FRAME_SECONDS = 0.040
 HOP_SECONDS = 0.010
-# Below this cumulative-mean-normalised difference a lag counts as a period (YIN's own
-# threshold); frames with no such lag are unvoiced.
+# Below this cumulative-mean-normalised difference a lag counts as a period; frames with
+# no such lag are unvoiced. Lenient (YIN's paper uses 0.1-0.15 for clean tones): speech
+# whose period drifts within a frame still counts, where a strict threshold would keep
+# only the steadiest frames, and which frames those are shifts with any processing.
 APERIODICITY = 0.3
 # Frames quieter than this, relative to the loudest frame, are pauses, not speech.
 SILENCE_DB = -35.0
