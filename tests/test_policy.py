@@ -57,7 +57,7 @@ def test_unheard_jobs_step_first_and_apart_and_full_backlogs_wait():
     view = WorkerView(jobs=(ahead("a", 1), job("new"), ahead("full", 4), short("b", 2)))
     plan = policy.plan_step(view)
     assert plan.groups == (("new",), ("a", "b"))
-    assert not plan.taking_turns and not plan.idle
+    assert not plan.taking_turns and not plan.idle and plan.has_work
 
 
 def test_a_step_takes_at_most_max_batch_jobs_in_turn_order():
@@ -69,10 +69,17 @@ def test_a_step_takes_at_most_max_batch_jobs_in_turn_order():
 def test_with_every_backlog_full_the_generator_waits_unless_it_decodes_in_turn():
     full = ahead("a", 8)
     queued = WorkerView(jobs=(full,), queue=tuple(frames(full, 3)))
-    assert not SIDE_BY_SIDE.generator_has_work(queued, SIDE_BY_SIDE.plan_step(queued))
-    assert TURNS.generator_has_work(queued, TURNS.plan_step(queued))
+    assert not SIDE_BY_SIDE.plan_step(queued).has_work
+    assert TURNS.plan_step(queued).has_work
     busy = WorkerView(jobs=(full,), queue=queued.queue, in_decoding=frozenset({"a"}))
-    assert not TURNS.generator_has_work(busy, TURNS.plan_step(busy))
+    assert not TURNS.plan_step(busy).has_work
+
+
+def test_the_generator_goes_on_to_finish_the_decoder_threads_calls():
+    full = ahead("a", 8)
+    queued = WorkerView(jobs=(full,), queue=tuple(frames(full, 3)), calls_to_finish=True)
+    plan = SIDE_BY_SIDE.plan_step(queued)
+    assert plan.has_work and plan.idle
 
 
 def test_the_stages_take_turns_up_to_turn_max_jobs():
@@ -133,7 +140,7 @@ def test_a_job_is_decoded_by_one_thread_at_a_time():
     assert taken(view, SIDE_BY_SIDE.decode_batch(view, 4)) == [("other", True), ("third", True)]
     only_busy = WorkerView(queue=(QueuedEntry(busy),), in_decoding=frozenset({"busy"}))
     assert SIDE_BY_SIDE.decode_batch(only_busy, 4) == ()
-    assert not SIDE_BY_SIDE.decoder_has_work(only_busy)
+    assert not SIDE_BY_SIDE.plan_call(only_busy).due
 
 
 def test_decoder_takes_the_listeners_short_of_audio_first():
@@ -178,13 +185,13 @@ def test_decoder_holds_back_while_a_new_jobs_prompt_is_next():
     the new job has a frame."""
     a, newcomer = ahead("ahead", DECODE_FRAMES_PER_JOB), job("newcomer")
     run = tuple(frames(a, DECODE_FRAMES_PER_JOB))
-    assert SIDE_BY_SIDE.decoder_has_work(WorkerView(jobs=(a,), queue=run))
+    assert SIDE_BY_SIDE.plan_call(WorkerView(jobs=(a,), queue=run)).due
     holding = WorkerView(jobs=(a, newcomer), queue=run)
-    assert not SIDE_BY_SIDE.decoder_has_work(holding) and SIDE_BY_SIDE.decoder_idle(holding)
+    assert not SIDE_BY_SIDE.plan_call(holding).due and SIDE_BY_SIDE.decoder_idle(holding)
     with_short = WorkerView(jobs=(a, newcomer), queue=(*run, QueuedEntry(short("short"))))
-    assert SIDE_BY_SIDE.decoder_has_work(with_short) and not SIDE_BY_SIDE.decoder_idle(with_short)
+    assert SIDE_BY_SIDE.plan_call(with_short).due and not SIDE_BY_SIDE.decoder_idle(with_short)
     made = WorkerView(jobs=(a, job("newcomer", backlog=1)), queue=run)
-    assert SIDE_BY_SIDE.decoder_has_work(made) and not SIDE_BY_SIDE.decoder_idle(made)
+    assert SIDE_BY_SIDE.plan_call(made).due and not SIDE_BY_SIDE.decoder_idle(made)
 
 
 def test_decoder_thread_waits_for_a_run_of_every_job_unless_audio_is_needed_now():
@@ -193,31 +200,32 @@ def test_decoder_thread_waits_for_a_run_of_every_job_unless_audio_is_needed_now(
     a, b = ahead("a"), ahead("b")
     runs = (*frames(a, DECODE_FRAMES_PER_JOB), *frames(b, DECODE_FRAMES_PER_JOB - 1))
     one_short = WorkerView(jobs=(a, b), queue=runs)
-    assert not SIDE_BY_SIDE.decoder_has_work(one_short)
+    assert not SIDE_BY_SIDE.plan_call(one_short).due
     waiting = WorkerView(jobs=(a, b), queue=runs, generator_waiting=True)
-    assert SIDE_BY_SIDE.decoder_has_work(waiting)
-    assert SIDE_BY_SIDE.decoder_has_work(WorkerView(jobs=(a, b), queue=(*runs, QueuedEntry(b))))
+    assert SIDE_BY_SIDE.plan_call(waiting).due
+    assert SIDE_BY_SIDE.plan_call(WorkerView(jobs=(a, b), queue=(*runs, QueuedEntry(b)))).due
     ended = (*runs, QueuedEntry(b, frame=False))
-    assert SIDE_BY_SIDE.decoder_has_work(WorkerView(jobs=(a, b), queue=ended))
+    assert SIDE_BY_SIDE.plan_call(WorkerView(jobs=(a, b), queue=ended)).due
     cancelled = job("gone", 10 * MIN_LEAD_SECONDS, cancelled=True)
     gone = WorkerView(jobs=(a, b), queue=(*runs, QueuedEntry(cancelled)))
-    assert SIDE_BY_SIDE.decoder_has_work(gone)
+    assert SIDE_BY_SIDE.plan_call(gone).due
     listener = (*runs, QueuedEntry(short("short")))
-    assert SIDE_BY_SIDE.decoder_has_work(WorkerView(jobs=(a, b), queue=listener))
+    assert SIDE_BY_SIDE.plan_call(WorkerView(jobs=(a, b), queue=listener)).due
 
 
 def test_the_decoder_thread_leaves_decoding_to_the_generator_while_the_stages_take_turns():
     a = ahead("a")
     view = WorkerView(jobs=(a,), queue=tuple(frames(a, 8)))
-    assert SIDE_BY_SIDE.decoder_has_work(view) and not TURNS.decoder_has_work(view)
+    assert SIDE_BY_SIDE.plan_call(view).due and not TURNS.plan_call(view).due
 
 
 def test_a_closing_decoder_finishes_the_queue_then_exits():
     a = ahead("a")
-    assert TURNS.decoder_has_work(WorkerView(jobs=(a,), queue=tuple(frames(a, 1)), closing=True))
-    assert TURNS.decoder_has_work(WorkerView(closing=True))  # nothing left: exit
+    last = TURNS.plan_call(WorkerView(jobs=(a,), queue=tuple(frames(a, 1)), closing=True))
+    assert last.entries == (0,) and not last.exit
+    assert TURNS.plan_call(WorkerView(closing=True)).exit  # nothing left
     busy = WorkerView(queue=tuple(frames(a, 1)), in_decoding=frozenset({"a"}), closing=True)
-    assert not TURNS.decoder_has_work(busy)
+    assert not TURNS.plan_call(busy).due
 
 
 @pytest.mark.parametrize(

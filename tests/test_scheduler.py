@@ -404,10 +404,10 @@ def test_the_decoder_thread_is_not_woken_for_each_frame_while_the_stages_take_tu
     checks_on_decoder_thread = []
 
     class CountingPolicy(BatchingPolicy):
-        def decoder_has_work(self, view):
+        def plan_call(self, view):
             if threading.current_thread().name == "mimi":
                 checks_on_decoder_thread.append(1)
-            return super().decoder_has_work(view)
+            return super().plan_call(view)
 
     policy = CountingPolicy(**dataclasses.asdict(turns_policy(min_lead_seconds=-math.inf)))
     text = "The front door is locked, and the garage is closed. " * 3

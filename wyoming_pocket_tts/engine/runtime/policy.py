@@ -1,9 +1,17 @@
 """The batching policy: which jobs step, where each frame is decoded, and who waits.
 
 Pure functions of a snapshot: the worker (worker.py) copies its jobs and queues into
-a `WorkerView` under its lock, asks `BatchingPolicy`, and carries the answer out.
-Nothing here touches a thread, a lock or a model, so each decision can be read,
-tested and changed on its own.
+a `WorkerView` under its lock, asks `BatchingPolicy` for one plan of it, and carries
+the plan out. Nothing here touches a thread, a lock or a model, so each decision can
+be read, tested and changed on its own.
+
+The plans, each of a snapshot of its own, since each follows what the one before
+changed: the generator thread's round (`plan_step`: which jobs step, whether it
+decodes in turn, whether it has work at all); before each step, whether it takes
+every core (`step_on_every_core`); after a step side by side, the frames it decodes
+at once (`urgent_frames`); taking turns, what it decodes now (`decode_in_turn`); and
+the decoder thread's next call (`plan_call`), which also says whether it is worth
+waking.
 
 The decisions, in short:
 
@@ -135,6 +143,7 @@ class WorkerView:
     queue: tuple[QueuedEntry, ...] = ()  # waiting for Mimi, in order
     in_decoding: frozenset[Hashable] = frozenset()  # jobs a thread is decoding now
     generator_waiting: bool = False  # the generator thread can step no job
+    calls_to_finish: bool = False  # decoder calls whose last layers the generator runs
     closing: bool = False
     contended: bool = False  # other programs use our cores: every operator on one thread
 
@@ -167,15 +176,31 @@ class WorkerView:
 @dataclass(frozen=True)
 class StepPlan:
     """The generator thread's next round: FlowLM steps (`groups`, in order, one
-    batched pass each), then, when `taking_turns`, decoding on this thread."""
+    batched pass each), then, when `taking_turns`, decoding on this thread. Without
+    `has_work` it sleeps until woken instead."""
 
     groups: tuple[tuple[Hashable, ...], ...]
     taking_turns: bool
+    has_work: bool
 
     @property
     def idle(self) -> bool:
         """Nothing to step."""
         return not self.groups
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The decoder thread's next Mimi call: the queue entries it takes (by index; none:
+    it waits), or, once closing with nothing queued, `exit`."""
+
+    entries: tuple[int, ...] = ()
+    exit: bool = False
+
+    @property
+    def due(self) -> bool:
+        """The decoder thread acts now (a call or its exit): worth waking it for."""
+        return bool(self.entries) or self.exit
 
 
 @dataclass(frozen=True)
@@ -235,22 +260,23 @@ class BatchingPolicy:
         )
 
     def plan_step(self, view: WorkerView) -> StepPlan:
-        """The jobs to step: up to `max_batch` whose backlog has room, in turn order;
-        those nobody has heard yet in a pass of their own, first."""
+        """The generator thread's round. The jobs to step: up to `max_batch` whose
+        backlog has room, in turn order; those nobody has heard yet in a pass of their
+        own, first. It goes on (else it sleeps until woken) with a job to step, a
+        decoder call to finish, or, taking turns, frames queued that no thread is
+        decoding."""
         runnable = [
             job for job in view.jobs if job.backlog < self.max_buffered_frames
         ][: self.max_batch]
         unheard = tuple(job.key for job in runnable if job.awaits_first_frame)
         heard = tuple(job.key for job in runnable if not job.awaits_first_frame)
         groups = tuple(group for group in (unheard, heard) if group)
-        return StepPlan(groups, self.taking_turns(view))
-
-    def generator_has_work(self, view: WorkerView, plan: StepPlan) -> bool:
-        """Whether the generator thread goes on (else it sleeps until woken): a job to
-        step, or, taking turns, frames queued that no thread is decoding."""
-        return not plan.idle or (
-            plan.taking_turns and bool(view.queue) and not view.in_decoding
+        taking_turns = self.taking_turns(view)
+        has_work = (
+            bool(groups) or view.calls_to_finish
+            or (taking_turns and bool(view.queue) and not view.in_decoding)
         )
+        return StepPlan(groups, taking_turns, has_work)
 
     def step_on_every_core(self, view: WorkerView, taking_turns: bool) -> bool:
         """Whether a FlowLM step takes every core (else the generator's own share)."""
@@ -302,17 +328,21 @@ class BatchingPolicy:
 
     # The decoder thread -------------------------------------------------------------
 
-    def decoder_has_work(self, view: WorkerView) -> bool:
-        """Whether the decoder thread makes a call now (closing: or exits, once the
-        queue is empty)."""
-        decodable = bool(view.decodable)
-        if view.closing:
-            return not view.queue or decodable
-        return (
-            decodable
-            and not (self.taking_turns(view) or self.holding_for_a_prompt(view))
-            and self.runs_ready(view)
-        )
+    def plan_call(self, view: WorkerView) -> CallPlan:
+        """The decoder thread's next call: a bounded run of each job (`decode_batch`)
+        once `runs_ready`, unless the stages take turns or it holds back for a new
+        job's prompt. Closing, whatever is decodable at once, and the exit once the
+        queue is empty."""
+        if view.closing and not view.queue:
+            return CallPlan(exit=True)
+        if not view.decodable:
+            return CallPlan()
+        if not view.closing and (
+            self.taking_turns(view) or self.holding_for_a_prompt(view)
+            or not self.runs_ready(view)
+        ):
+            return CallPlan()
+        return CallPlan(self.decode_batch(view, self.decode_frames_per_job))
 
     def runs_ready(self, view: WorkerView) -> bool:
         """Whether the decoder thread's next call is worth making: every job it would

@@ -230,6 +230,7 @@ class SynthesisWorker:
             ]),
             in_decoding=frozenset(self._in_decoding),
             generator_waiting=self._generator_waiting,
+            calls_to_finish=bool(self._unfinished),
             closing=self._closing,
             contended=self._contended,
         )
@@ -305,9 +306,8 @@ class SynthesisWorker:
                         return_free_heap()
                     finally:
                         self._wake.acquire()
-                view = self._view()
-                plan = self.policy.plan_step(view)
-                if self.policy.generator_has_work(view, plan) or self._unfinished:
+                plan = self.policy.plan_step(self._view())
+                if plan.has_work:
                     return plan
                 # Nothing to do: wait for a submission, a cancellation or a reader.
                 self._generator_waiting = True
@@ -394,7 +394,7 @@ class SynthesisWorker:
             if entry.frame is not None:
                 entry.job.frame_made()
             self._decode_queue.append(entry)
-        if entries and self.policy.decoder_has_work(self._view()):
+        if entries and self.policy.plan_call(self._view()).due:
             self._wake.notify_all()
 
     def _decode_urgent_frames(
@@ -454,14 +454,12 @@ class SynthesisWorker:
         """Make the decoder thread's next call; False once closing with nothing left. A
         call of its own, for the same reason as `_generator_round`."""
         with self._wake:
-            while not self.policy.decoder_has_work(view := self._view()):
+            while not (plan := self.policy.plan_call(view := self._view())).due:
                 del view  # its jobs may end meanwhile
                 self._wake.wait()
-            if not self._decode_queue:
+            if plan.exit:
                 return False  # closing, and nothing left to finish
-            batch = self._take_entries(
-                self.policy.decode_batch(view, self.policy.decode_frames_per_job)
-            )
+            batch = self._take_entries(plan.entries)
         with intra_op_threads(1 if view.contended else None):
             self._decode_batch(batch, GENERATOR_TAIL_LAYERS)
         return True
