@@ -199,7 +199,7 @@ class PacedWorker:
         self.delays = delays
         self.frame = np.zeros(samples_per_frame, dtype=np.float32)
 
-    def submit(self, voice, text, options, on_ready) -> PacedJob:
+    def submit(self, voice, text, options, on_ready, synthesizer=None) -> PacedJob:
         return PacedJob([self.frame] * len(self.delays), self.delays, on_ready)
 
 
@@ -280,7 +280,7 @@ def test_audio_that_falls_behind_playback_is_logged_with_a_warning(caplog, quant
 class UnspeakableWorker:
     """A model that finds nothing to say in any text (only symbols, say)."""
 
-    def submit(self, voice, text, options, on_ready):
+    def submit(self, voice, text, options, on_ready, synthesizer=None):
         raise TextError(f"nothing is left to speak of {text!r}")
 
 

@@ -38,7 +38,8 @@ class InstantJob:
 
 class InstantWorker:
     def submit(
-        self, voice: Any, text: str, options: Any, on_ready: Callable[[], None]
+        self, voice: Any, text: str, options: Any, on_ready: Callable[[], None],
+        synthesizer: Any = None,
     ) -> InstantJob:
         return InstantJob(on_ready)
 

@@ -40,10 +40,12 @@ class Job(Protocol):
 
 class Worker(Protocol):
     """What a stream needs of the worker (`worker.SynthesisWorker`); `voice` is the
-    engine's voice state, whose module the server does not import."""
+    engine's voice state and `synthesizer` the model's (None: the worker's own), whose
+    modules the server does not import."""
 
     def submit(
-        self, voice: Any, text: str, options: GenerationOptions, on_ready: Callable[[], None]
+        self, voice: Any, text: str, options: GenerationOptions, on_ready: Callable[[], None],
+        synthesizer: Any = None,
     ) -> Job: ...
 
 
@@ -60,8 +62,10 @@ class FrameStream:
     def __init__(
         self, worker: Worker, voice: Any, text: str,
         options: GenerationOptions = DEFAULT_OPTIONS, name: str = "synthesis",
+        synthesizer: Any = None,
     ) -> None:
         self._worker, self._voice, self._text, self._options = worker, voice, text, options
+        self._synthesizer = synthesizer
         self._name = name  # who it is for, in log lines
         self._ready = asyncio.Event()
         # The job once stopped before its end, until the worker has dropped it. Only then
@@ -89,7 +93,9 @@ class FrameStream:
                 abandoned.clear()
 
         # Raises at once for a text or voice that cannot work.
-        self._job = self._worker.submit(self._voice, self._text, self._options, wake)
+        self._job = self._worker.submit(
+            self._voice, self._text, self._options, wake, synthesizer=self._synthesizer
+        )
         return self
 
     async def __aexit__(

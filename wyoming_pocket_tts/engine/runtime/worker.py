@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Hashable, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
@@ -82,15 +82,19 @@ _Delivery = dict[SynthesisJob, list[LatentFrame]]  # one Mimi call's frames, by 
 
 @dataclass
 class _Call:
-    """A Mimi call: its parts (one, or one a job after a batched call failed), each
-    with its frames by job, and the ends queued behind them."""
+    """A Mimi call: its parts (one a model, or one a job after a batched call failed),
+    each with its model and its frames by job, and the ends queued behind them."""
 
-    parts: list[tuple[PartlyDecoded, _Delivery]] = field(default_factory=list)
+    parts: list[tuple[Synthesizer, PartlyDecoded, _Delivery]] = field(default_factory=list)
     ends: list[_Entry] = field(default_factory=list)
 
 
 class SynthesisWorker:
     """Batched FlowLM steps over all active jobs, and Mimi decoding their frames.
+
+    A job is spoken by `synthesizer`'s model unless `submit` names another: jobs of
+    several models step and decode in the same rounds, each model's in batches of
+    their own, so a long text in one language holds back no other language's.
 
     `policy` decides (default: `BatchingPolicy.for_cpu`, built from `take_turns`,
     `max_buffered_frames` and `max_batch`). Side by side each stage runs on
@@ -121,6 +125,8 @@ class SynthesisWorker:
         self._sample_rate = synthesizer.model.sample_rate
         self._jobs: deque[SynthesisJob] = deque()
         self._utterances: dict[SynthesisJob, Utterance] = {}
+        # Each job's model, until its last frame is decoded.
+        self._models: dict[SynthesisJob, Synthesizer] = {}
         self._decode_queue: deque[_Entry] = deque()
         self._wake = threading.Condition()
         self._closing = False
@@ -168,11 +174,15 @@ class SynthesisWorker:
 
     def submit(
         self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS,
-        on_ready: Callable[[], None] | None = None,
+        on_ready: Callable[[], None] | None = None, synthesizer: Synthesizer | None = None,
     ) -> SynthesisJob:
-        """Queue a text; raises EngineError at once for a text or voice that cannot work,
-        and RuntimeError on a worker that is not running (its audio would never come)."""
-        utterance = self.synthesizer.start(voice, text, options)
+        """Queue a text for `synthesizer`'s model (default: the worker's); raises
+        EngineError at once for a text or voice that cannot work, and RuntimeError on a
+        worker that is not running (its audio would never come)."""
+        synthesizer = synthesizer or self.synthesizer
+        if synthesizer.model.sample_rate != self._sample_rate:
+            raise EngineError("every model of one worker must have one sample rate")
+        utterance = synthesizer.start(voice, text, options)
         job = SynthesisJob(on_ready, self._resume_generator)
         with self._wake:
             if self._closing or not all(thread.is_alive() for thread in self._threads):
@@ -181,14 +191,16 @@ class SynthesisWorker:
                 )
             self._jobs.append(job)
             self._utterances[job] = utterance
+            self._models[job] = synthesizer
             self._wake.notify_all()
         return job
 
     def stream(
-        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS
+        self, voice: VoiceState, text: str, options: GenerationOptions = DEFAULT_OPTIONS,
+        synthesizer: Synthesizer | None = None,
     ) -> Generator[np.ndarray, None, None]:
         """Audio frames of one text as they are decoded; stops the job if abandoned."""
-        job = self.submit(voice, text, options)
+        job = self.submit(voice, text, options, synthesizer=synthesizer)
         try:
             yield from job.frames()
         finally:
@@ -252,7 +264,7 @@ class SynthesisWorker:
             self._closing = True
             jobs = [*self._jobs, *(entry.job for entry in self._decode_queue)]
             for call in self._unfinished:
-                jobs += [job for _, delivery in call.parts for job in delivery]
+                jobs += [job for _, _, delivery in call.parts for job in delivery]
             self._wake.notify_all()
         for job in jobs:
             job.finish(failure)
@@ -356,11 +368,29 @@ class SynthesisWorker:
     def _step(
         self, jobs: list[SynthesisJob], threads: int
     ) -> dict[SynthesisJob, LatentFrame | None]:
-        """Each job's next frame (None: a chunk or the text ended). If the batched step
-        raises, each job steps alone, and those that fail alone end with the error."""
+        """Each job's next frame (None: a chunk or the text ended), in a batched step a
+        model."""
+        stepped: dict[SynthesisJob, LatentFrame | None] = {}
+        for synthesizer, model_jobs in self._by_model(jobs).items():
+            stepped.update(self._step_model(synthesizer, model_jobs, threads))
+        return stepped
+
+    def _by_model(self, jobs: Iterable[SynthesisJob]) -> dict[Synthesizer, list[SynthesisJob]]:
+        """Jobs grouped by the model that speaks them, in order (`_models` is only
+        written under `_wake` by `submit`, for a job not yet stepped or decoded)."""
+        groups: dict[Synthesizer, list[SynthesisJob]] = {}
+        for job in jobs:
+            groups.setdefault(self._models[job], []).append(job)
+        return groups
+
+    def _step_model(
+        self, synthesizer: Synthesizer, jobs: list[SynthesisJob], threads: int
+    ) -> dict[SynthesisJob, LatentFrame | None]:
+        """One model's jobs' step. If the batched step raises, each job steps alone, and
+        those that fail alone end with the error."""
         utterances = [self._utterances[job] for job in jobs]
         try:
-            return dict(zip(jobs, self.synthesizer.advance(utterances, threads), strict=True))
+            return dict(zip(jobs, synthesizer.advance(utterances, threads), strict=True))
         except Exception as error:
             if len(jobs) == 1:
                 _LOGGER.exception("Synthesis failed")
@@ -370,7 +400,7 @@ class SynthesisWorker:
         stepped = {}
         for job, utterance in zip(jobs, utterances, strict=True):
             try:
-                (stepped[job],) = self.synthesizer.advance([utterance], threads)
+                (stepped[job],) = synthesizer.advance([utterance], threads)
             except Exception as error:
                 _LOGGER.exception("Synthesis failed")
                 self._fail_in_step(job, error)
@@ -511,37 +541,47 @@ class SynthesisWorker:
         the jobs whose own call raises end with the error. (A job retried after a
         failed call goes on from the decoder state that call left.)"""
         call = _Call()
-        if not delivery:
-            return call
+        for synthesizer, jobs in self._by_model(delivery).items():
+            self._start_parts(call, synthesizer, {job: delivery[job] for job in jobs}, tail_layers)
+        return call
+
+    def _start_parts(
+        self, call: _Call, synthesizer: Synthesizer, delivery: _Delivery, tail_layers: int
+    ) -> None:
+        """One model's part of a call, or a part a job if the batched part raises."""
         try:
-            call.parts.append((self._start_part(delivery, tail_layers), delivery))
-            return call
+            part = self._start_part(synthesizer, delivery, tail_layers)
+            call.parts.append((synthesizer, part, delivery))
+            return
         except Exception as error:
             if len(delivery) == 1:
                 _LOGGER.exception("Decoding failed")
                 self._fail_decoding(delivery, error)
-                return call
+                return
             _LOGGER.warning("A batched Mimi call failed: decoding each job alone", exc_info=True)
         for job, frames in delivery.items():
             try:
-                call.parts.append((self._start_part({job: frames}, tail_layers), {job: frames}))
+                part = self._start_part(synthesizer, {job: frames}, tail_layers)
+                call.parts.append((synthesizer, part, {job: frames}))
             except Exception as error:
                 _LOGGER.exception("Decoding failed")
                 self._fail_decoding({job: frames}, error)
-        return call
 
-    def _start_part(self, delivery: _Delivery, tail_layers: int) -> PartlyDecoded:
+    @staticmethod
+    def _start_part(
+        synthesizer: Synthesizer, delivery: _Delivery, tail_layers: int
+    ) -> PartlyDecoded:
         frames = [frame for frames in delivery.values() for frame in frames]
-        return self.synthesizer.start_decoding(frames, tail_layers)
+        return synthesizer.start_decoding(frames, tail_layers)
 
     def _finish_call(self, call: _Call) -> list[SynthesisJob]:
         """Finish a Mimi call, hand each job its audio (a job whose audio is not finite
         fails instead), then end the jobs whose end was queued behind it; returns the
         jobs heard for the first time."""
         first_heard: list[SynthesisJob] = []
-        for part, delivery in call.parts:
+        for synthesizer, part, delivery in call.parts:
             try:
-                audio = self.synthesizer.finish_decoding(part)
+                audio = synthesizer.finish_decoding(part)
             except Exception as error:
                 _LOGGER.exception("Decoding failed")
                 self._fail_decoding(delivery, error)
@@ -558,6 +598,7 @@ class SynthesisWorker:
                     first_heard.append(job)
                 job.deliver(pieces)
         for entry in call.ends:
+            self._models.pop(entry.job, None)  # its last frame is decoded
             entry.job.finish(entry.error)
         return first_heard
 
