@@ -9,5 +9,6 @@ per language under `languages/`.
 
 from wyoming_pocket_tts.normalize.languages import SUPPORTED_LANGUAGES
 from wyoming_pocket_tts.normalize.pipeline import normalize
+from wyoming_pocket_tts.normalize.say_as import say_as
 
-__all__ = ["SUPPORTED_LANGUAGES", "normalize"]
+__all__ = ["SUPPORTED_LANGUAGES", "normalize", "say_as"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 from wyoming_pocket_tts.normalize.locale import Locale, Noun
 from wyoming_pocket_tts.normalize.text import GAP
@@ -57,6 +58,17 @@ def read_amount(match: re.Match[str], locale: Locale) -> Amount | None:
     if low.value < high.value:
         return Amount(low, high)
     return Amount(low, high, dash=match["dash"])
+
+
+@cache
+def _whole(locale: Locale) -> re.Pattern[str]:
+    return re.compile(amount_pattern(locale))
+
+
+def parse_amount(text: str, locale: Locale) -> Amount | None:
+    """The amount `text` is, all of it; None when it is something else."""
+    match = _whole(locale).fullmatch(text)
+    return None if match is None else read_amount(match, locale)
 
 
 def say_amount(amount: Amount, locale: Locale, noun: Noun | None = None) -> str:
