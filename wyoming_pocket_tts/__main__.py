@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "list-models": "wyoming_pocket_tts.commands.list_models",
     "list-voices": "wyoming_pocket_tts.commands.list_voices",
     "health-check": "wyoming_pocket_tts.commands.health_check",
+    "normalize": "wyoming_pocket_tts.commands.normalize",
 }
 SERVER = "wyoming_pocket_tts.commands.serve"
 
