@@ -470,6 +470,8 @@ def server_command(stubs: dict[str, Any], options: dict) -> list[str]:
 def variant(value: Any, element: Any) -> Any:
     """A valid option value different from `value`, from its schema element."""
     if isinstance(element, list):
+        if element[0].startswith("list("):
+            return element[0][5:-1].split("|")[-2:]
         return ["marius", "my voice"]
     letters = re.match(r"[a-z]+", element)
     assert letters is not None
@@ -501,7 +503,8 @@ def test_defaults_start_the_server(stubs, manifest, server_parser) -> None:
     options = manifest["options"]
     (port,) = manifest["ports"]
     assert args.uri == f"tcp://0.0.0.0:{port.removesuffix('/tcp')}"
-    assert args.model == options["model"]
+    assert args.model == [options["model"], *options["more_models"]]
+    assert args.max_loaded_models == options["max_loaded_models"]
     assert args.voice == options["voice"]
     assert args.preload_voice == []
     assert args.temperature == options["temperature"]
@@ -530,6 +533,8 @@ def test_every_option_reaches_the_command_line(stubs, manifest, server_parser, k
     expected = changed[key]
     if isinstance(value, bool):  # flags: streaming is the one whose flag turns it off
         assert value is (not expected if name == "no_streaming" else expected)
+    elif name == "model":  # the main model first, then the other languages'
+        assert value == [changed["model"], *changed["more_models"]]
     else:
         assert value == expected
 

@@ -23,7 +23,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Info
 from wyoming.tts import Synthesize
 
-from tests.support.instant import instant_handler
+from tests.support.instant import StoreSpeakers, instant_handler
 from wyoming_pocket_tts.engine.errors import TextError
 from wyoming_pocket_tts.engine.runtime import worker as worker_module
 from wyoming_pocket_tts.engine.runtime.job import SynthesisJob
@@ -63,7 +63,7 @@ def _handler_beside(worker, voice, sample_rate: int = 24000, options=None, quant
         sources=lambda: {"test": source}, load=lambda _: voice, default_voice="test", max_loaded=1
     )
     return partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=worker,
+        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices), worker=worker,
         settings=HandlerSettings(sample_rate=sample_rate, options=options, quantized=quantized),
     )
 

@@ -98,10 +98,15 @@ class Languages(Generic[L]):
 
     def voices(self) -> dict[str, LanguageVoice]:
         """Every voice by the one name it is served under (see voices/names.py)."""
-        return name_voices(
-            {code: language.voices() for code, language in self._languages.items()},
-            self._native,
-        )
+        return {name: voice for name, (voice, _) in self.voice_sources().items()}
+
+    def voice_sources(self) -> dict[str, tuple[LanguageVoice, VoiceSource]]:
+        """`voices()` with where each comes from, from one scan of the folders."""
+        available = {code: language.voices() for code, language in self._languages.items()}
+        return {
+            name: (voice, available[voice.language][voice.name])
+            for name, voice in name_voices(available, self._native).items()
+        }
 
     def choose(self, voice: str | None, language: str | None, text: str) -> LanguageVoice:
         """The voice that speaks a request: the one named, else the default voice of the

@@ -3,7 +3,8 @@ Wyoming side, at no cost of synthesis, for tests that run many requests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -13,6 +14,8 @@ from wyoming.info import Info
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 from wyoming_pocket_tts.engine.runtime.streaming import Worker
 from wyoming_pocket_tts.server.handler import HandlerSettings, PocketTTSEventHandler
+from wyoming_pocket_tts.speakers import Speaker
+from wyoming_pocket_tts.voices.names import LanguageVoice
 from wyoming_pocket_tts.voices.store import VoiceKind, VoiceSource, VoiceStore
 
 FRAMES_PER_REQUEST = 2
@@ -44,6 +47,26 @@ class InstantWorker:
         return InstantJob(on_ready)
 
 
+class StoreSpeakers:
+    """One language's voices as the handler sees them, spoken by the worker's own model:
+    for handler tests, which are about the connection, not about languages
+    (tests/test_languages.py and the server tests choose among languages)."""
+
+    def __init__(self, voices: VoiceStore[Any]) -> None:
+        self.voices = voices
+
+    def choose(self, voice: str | None, language: str | None, text: str) -> LanguageVoice:
+        return LanguageVoice("en", voice or self.voices.default_voice)
+
+    def needs_text(self, voice: str | None, language: str | None) -> bool:
+        return False
+
+    @asynccontextmanager
+    async def use(self, choice: LanguageVoice) -> AsyncIterator[Speaker]:
+        async with self.voices.use(choice.name) as voice:
+            yield Speaker(voice, None)
+
+
 def instant_handler(
     worker: Worker | None = None, **settings: Any
 ) -> Callable[..., PocketTTSEventHandler]:
@@ -55,6 +78,7 @@ def instant_handler(
         max_loaded=1,
     )
     return partial(
-        PocketTTSEventHandler, info=Info, voices=voices, worker=worker or InstantWorker(),
+        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices),
+        worker=worker or InstantWorker(),
         settings=HandlerSettings(sample_rate=24000, options=GenerationOptions(), **settings),
     )

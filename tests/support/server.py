@@ -104,8 +104,9 @@ def launch(
     wait: bool = True,
     program: tuple[str, ...] = ("-m", "wyoming_pocket_tts"),
 ) -> ServerProcess:
-    """Start the server; `program` is what Python runs (a script that wraps the
-    server's `run`, to inject a fault, or `on_cores`)."""
+    """Start the server speaking `model`, unless `args` name models of their own;
+    `program` is what Python runs (a script that wraps the server's `run`, to inject
+    a fault, or `on_cores`)."""
     directory.mkdir(parents=True, exist_ok=True)
     port = None if stdio else free_port()
     uri = "stdio://" if stdio else f"tcp://127.0.0.1:{port}"
@@ -115,8 +116,7 @@ def launch(
         *program,
         "--uri",
         uri,
-        "--model",
-        str(model.config_path),
+        *([] if "--model" in args else ["--model", str(model.config_path)]),
         *args,
     ]
     with log_path.open("wb") as log:

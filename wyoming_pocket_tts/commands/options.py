@@ -35,6 +35,20 @@ def add_model_argument(parser: argparse.ArgumentParser, *, paths: bool = True) -
     )
 
 
+def add_models_argument(parser: argparse.ArgumentParser) -> None:
+    """The server's `--model`, once per language it speaks (`resolve.served_models`)."""
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="[LANG=]NAME|PATH",
+        help=f"a model to serve: a catalog name (default: {load_catalog().default_model}; "
+        "`list-models` shows all) or the path of a pocket-tts YAML configuration, "
+        "optionally after its language code (fr=french); repeat it for more languages, "
+        "the first being the default one",
+    )
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """What every command that runs the engine takes: the model, int8, downloads."""
     add_model_argument(parser)

@@ -14,15 +14,16 @@ import os
 from urllib.parse import urlparse
 
 from wyoming_pocket_tts import __version__, resolve, studio
+from wyoming_pocket_tts.catalog import CatalogError
 from wyoming_pocket_tts.commands.options import (
     ENV_PREFIX,
     add_download_arguments,
-    add_model_argument,
+    add_models_argument,
     add_quantize_argument,
     add_threads_argument,
     add_voices_dir_argument,
     defaults_from_environment,
-    model_options,
+    download_options,
 )
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
@@ -47,16 +48,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_URI,
         help="where to listen: tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)",
     )
-    add_model_argument(parser)
+    add_models_argument(parser)
     parser.add_argument(
         "--language",
+        help="the language of a model given as a YAML path without LANG= (default: en)",
+    )
+    parser.add_argument(
+        "--max-loaded-models",
+        type=int,
+        default=2,
+        help="models kept in memory at once; the least recently used language's goes "
+        "first, never the first --model's (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--preload-model",
         action="append",
-        help="language code(s) to advertise for a model given as a YAML path (default: en)",
+        default=[],
+        metavar="LANG",
+        help="load this language's model at startup, not on its first request (repeatable)",
     )
     parser.add_argument(
         "--voice",
-        help="default voice: a name (predefined or in --voices-dir) or an audio / "
-        ".safetensors file (default: the model's default voice)",
+        help="default voice of the first --model's language: a name (predefined or in "
+        "--voices-dir) or an audio / .safetensors file (default: the model's default voice)",
     )
     parser.add_argument(
         "--preload-voice",
@@ -67,8 +81,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_voices_dir_argument(
         parser,
         "folder of custom voices: audio files to clone and .safetensors voice states, "
-        "each named by its file name without extension; read again on every request and "
-        "every Describe",
+        "each named by its file name without extension, for the first --model's language "
+        "(other languages: in a subfolder named by the language's code, such as fr/); "
+        "read again on every request and every Describe",
     )
     add_download_arguments(parser)
     parser.add_argument(
@@ -159,11 +174,26 @@ def main(args: argparse.Namespace) -> int:
         return 2
     # Before torch is imported or threads start.
     prepare_process(quantized=args.quantize, threads=args.threads)
+    base = resolve.ModelOptions(
+        quantize=args.quantize, download=download_options(args), voices_dir=args.voices_dir
+    )
     try:
-        served = resolve.resolve_model(
-            model_options(args, languages=args.language, voices_dir=args.voices_dir)
+        choices = resolve.served_models(args.model, base, yaml_language=args.language or "en")
+    except CatalogError as err:
+        _LOGGER.error("%s", err)
+        return 2
+    codes = [options.languages[0] for options in choices]
+    unknown = [code for code in args.preload_model if code not in codes]
+    if unknown:
+        _LOGGER.error(
+            "--preload-model %s: not a served language (%s)", unknown[0], ", ".join(codes)
         )
-        model = resolve.load_model(served)
+        return 2
+    try:
+        # Every model's files are found (or downloaded) now, so that a missing one is
+        # reported at start-up; only the first model is loaded before serving.
+        served = [resolve.resolve_model(options) for options in choices]
+        model = resolve.load_model(served[0])
     except resolve.LOAD_ERRORS as err:
         _LOGGER.error("Cannot load the model: %s", err)
         return 1
@@ -186,7 +216,8 @@ def _options_are_valid(args: argparse.Namespace) -> bool:
         _LOGGER.error("--threads must be above 0")
         return False
     for option in (
-        "max_loaded_voices", "max_connections", "max_text_chars", "idle_timeout", "stream_timeout"
+        "max_loaded_voices", "max_loaded_models", "max_connections", "max_text_chars",
+        "idle_timeout", "stream_timeout",
     ):
         if getattr(args, option) <= 0:
             _LOGGER.error("--%s must be above 0", option.replace("_", "-"))
@@ -201,6 +232,8 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
         voice=args.voice,
         preload_voices=tuple(args.preload_voice),
         max_loaded_voices=args.max_loaded_voices,
+        max_loaded_models=args.max_loaded_models,
+        preload_models=tuple(args.preload_model),
         generation=GenerationOptions(
             temperature=args.temperature,
             eos_threshold=args.eos_threshold,

@@ -38,9 +38,11 @@ class StudioConfig:
 class ServerConfig:
     uri: str  # tcp://HOST:PORT, unix://PATH or stdio://
     zeroconf: str | None  # None: no announcement; "": under the default name
-    voice: str | None  # None: the model's default voice
+    voice: str | None  # None: the default language's default voice
     preload_voices: tuple[str, ...]
-    max_loaded_voices: int
+    max_loaded_voices: int  # of each language
+    max_loaded_models: int  # beside the default language's, which stays loaded
+    preload_models: tuple[str, ...]  # languages whose models load at start-up
     generation: GenerationOptions
     streaming: bool  # offer synthesize-start/chunk/stop
     max_connections: int

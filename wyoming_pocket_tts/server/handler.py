@@ -32,9 +32,9 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 from wyoming.audio import AudioStart, AudioStop
@@ -55,7 +55,9 @@ from ..engine.pcm import CHANNELS, SAMPLE_WIDTH
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.streaming import FrameStream, Worker
 from ..recent import RecentRequests
-from ..voices.store import UnknownVoiceError, VoiceStore
+from ..speakers import Speaker
+from ..voices.names import LanguageVoice
+from ..voices.store import UnknownVoiceError
 from .report import RequestReport
 from .sentences import SentenceStream
 from .wire import (
@@ -92,14 +94,34 @@ def _text_of(event: Event) -> str:
     return text
 
 
-def _voice_of(event: Event) -> str | None:
-    """The requested voice name; None (the default voice) when only a language is
-    given, since there is one model and so one language per server."""
+@dataclass(frozen=True)
+class _VoiceRequest:
+    """The voice a request names (None: a language's default voice) and the language
+    it asks for, if any."""
+
+    name: str | None
+    language: str | None
+
+
+def _voice_of(event: Event) -> _VoiceRequest:
     voice = event.data.get("voice") or {}
     name = voice.get("name") if isinstance(voice, dict) else None
-    if not isinstance(voice, dict) or not isinstance(name, (str, type(None))):
+    language = voice.get("language") if isinstance(voice, dict) else None
+    if not isinstance(voice, dict) or not all(
+        isinstance(value, (str, type(None))) for value in (name, language)
+    ):
         raise BadEvent(f"{event.type} with an invalid voice {quote(voice)}")
-    return name or None
+    return _VoiceRequest(name or None, language or None)
+
+
+class Speakers(Protocol):
+    """Who speaks a request (`speakers.Speakers`): a voice and its model."""
+
+    def choose(self, voice: str | None, language: str | None, text: str) -> LanguageVoice: ...
+
+    def needs_text(self, voice: str | None, language: str | None) -> bool: ...
+
+    def use(self, choice: LanguageVoice) -> AbstractAsyncContextManager[Speaker]: ...
 
 
 # ---------------------------------------------------------------------------
@@ -136,7 +158,7 @@ class HandlerSettings:
 class _Utterance:
     """A plain Synthesize: one audio stream for the whole text."""
 
-    voice: str | None
+    voice: _VoiceRequest
     text: str
 
 
@@ -145,7 +167,7 @@ class _TextStream:
     """A SynthesizeStart..SynthesizeStop stream: one audio stream per sentence, which
     arrive while earlier ones are spoken; None in `sentences` ends the stream."""
 
-    voice: str | None
+    voice: _VoiceRequest
     sentences: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     splitter: SentenceStream = field(default_factory=SentenceStream)
     chars: int = 0
@@ -167,14 +189,14 @@ class PocketTTSEventHandler(AsyncEventHandler):
         writer: asyncio.StreamWriter,
         *,
         info: Callable[[], Info],
-        voices: VoiceStore[Any],
+        speakers: Speakers,
         worker: Worker,
         settings: HandlerSettings,
         recent: RecentRequests | None = None,
     ) -> None:
         super().__init__(reader, writer)
         self._info = info
-        self._voices = voices
+        self._speakers = speakers
         self._worker = worker
         self._settings = settings
         self._recent = recent
@@ -456,27 +478,40 @@ class PocketTTSEventHandler(AsyncEventHandler):
                 self._speaking = False
 
     async def _speak_utterance(self, utterance: _Utterance) -> None:
-        with self._reported("synthesize", utterance.voice) as report:
-            async with self._voices.use(utterance.voice) as voice:
-                await self._speak(voice, utterance.text, report)
+        request = utterance.voice
+        choice = self._speakers.choose(request.name, request.language, utterance.text)
+        with self._reported("synthesize", request.name or choice.name) as report:
+            async with self._speakers.use(choice) as speaker:
+                await self._speak(speaker, utterance.text, report)
 
     async def _speak_stream(self, stream: _TextStream) -> None:
-        with self._reported("stream", stream.voice) as report:
+        request = stream.voice
+        with self._reported("stream", request.name or "") as report:
             async with AsyncExitStack() as stack:
-                # Acquired up front: an unknown voice is reported before any text arrives,
-                # the voice loads while the first sentence is being written, and it stays
-                # loaded for the whole stream.
-                voice = await stack.enter_async_context(self._voices.use(stream.voice))
+                # Acquired up front where the request tells who speaks: an unknown voice is
+                # reported before any text arrives, the voice loads while the first
+                # sentence is being written, and it stays loaded for the whole stream.
+                # Otherwise the first sentence's language decides.
+                speaker: Speaker | None = None
+
+                async def speaker_for(text: str) -> Speaker:
+                    choice = self._speakers.choose(request.name, request.language, text)
+                    report.voice = request.name or choice.name
+                    return await stack.enter_async_context(self._speakers.use(choice))
+
+                if not self._speakers.needs_text(request.name, request.language):
+                    speaker = await speaker_for("")
                 spoken = False
                 while (sentence := await self._next_sentence(stream)) is not None:
                     if self._closing:
                         break
                     if report.first_audio is None:
                         report.received = report.loop.time()
-                    await self._speak(voice, sentence, report)
+                    speaker = speaker or await speaker_for(sentence)
+                    await self._speak(speaker, sentence, report)
                     spoken = True
                 if not spoken:  # a stream without text still gets its (silent) audio
-                    await self._speak(voice, "", report)
+                    await self._speak(speaker or await speaker_for(""), "", report)
             await self.write_event(SynthesizeStopped().event())
 
     async def _next_sentence(self, stream: _TextStream) -> str | None:
@@ -489,10 +524,10 @@ class PocketTTSEventHandler(AsyncEventHandler):
             self._text_due_since = None
 
     @contextlib.contextmanager
-    def _reported(self, kind: str, voice: str | None) -> Iterator[RequestReport]:
+    def _reported(self, kind: str, voice: str) -> Iterator[RequestReport]:
         """A request's report, logged however the request ends."""
         loop = asyncio.get_running_loop()
-        report = RequestReport(kind, voice or self._voices.default_voice, loop, loop.time())
+        report = RequestReport(kind, voice, loop, loop.time())
         try:
             yield report
         except asyncio.CancelledError:
@@ -507,7 +542,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         finally:
             report.log(self._settings.sample_rate, self._settings.quantized, self._recent)
 
-    async def _speak(self, voice: Any, text: str, report: RequestReport) -> None:
+    async def _speak(self, speaker: Speaker, text: str, report: RequestReport) -> None:
         """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
 
         AudioStart leaves with the first chunk: sent on its own, it would wake the
@@ -520,7 +555,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
         started = report.loop.time()
         if text.strip() and not self._closing:
             try:
-                samples = await self._stream_frames(voice, text, report, start)
+                samples = await self._stream_frames(speaker, text, report, start)
             except TextError as err:  # nothing speakable (only symbols, say)
                 _LOGGER.debug("%s: nothing to say: %s", self.peer, err)
         report.busy += report.loop.time() - started
@@ -533,14 +568,17 @@ class PocketTTSEventHandler(AsyncEventHandler):
         await self._send(*unsent, AudioStop(timestamp=samples * 1000 // rate).event())
 
     async def _stream_frames(
-        self, voice: Any, text: str, report: RequestReport, start: Event
+        self, speaker: Speaker, text: str, report: RequestReport, start: Event
     ) -> int:
         """Send the job's frames as they come, after `start`; the number of samples sent."""
         loop = report.loop
         rate = self._settings.sample_rate
         samples = 0
         playing_since: float | None = None  # when this audio stream's first chunk left
-        stream = FrameStream(self._worker, voice, text, self._settings.options, self.peer)
+        stream = FrameStream(
+            self._worker, speaker.voice, text, self._settings.options, self.peer,
+            synthesizer=speaker.synthesizer,
+        )
         async with stream:
             self._frames = stream
             try:

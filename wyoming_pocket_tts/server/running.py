@@ -1,5 +1,6 @@
-"""Running the server around a loaded model: the synthesis worker, the startup voices,
-a warm-up, then connections (listening.py) and the studio until the process is asked
+"""Running the server around its loaded default model: the served languages (the
+others' models load on first use), the synthesis worker, the startup voices, a
+warm-up, then connections (listening.py) and the studio until the process is asked
 to stop or the worker dies.
 
 Nothing here loads torch at import time: the command that calls `run_server` sets the
@@ -15,7 +16,9 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +27,10 @@ from wyoming.info import Info
 
 from .. import resolve, studio
 from ..engine.errors import EngineError
+from ..languages import Language, Languages
 from ..recent import RecentRequests
-from ..voices.store import UnknownVoiceError, VoiceStore
+from ..speakers import LoadedLanguage, Speakers
+from ..voices.store import UnknownVoiceError, VoiceKind, VoiceSource, VoiceStore
 from .config import ServerConfig, WarmUp
 from .connections import Connections
 from .handler import HandlerSettings, PocketTTSEventHandler
@@ -34,16 +39,18 @@ from .listening import listen
 
 if TYPE_CHECKING:
     from ..engine.model.pocket_tts import PocketTTS
+    from ..engine.runtime.synthesizer import Synthesizer
     from ..engine.runtime.worker import SynthesisWorker
 
 _LOGGER = logging.getLogger(__name__)
 
 
 async def run_server(
-    config: ServerConfig, served: resolve.ResolvedModel, model: PocketTTS
+    config: ServerConfig, served: Sequence[resolve.ResolvedModel], model: PocketTTS
 ) -> int:
-    """Serve `model` until asked to stop (0), or fail to start or lose the synthesis
-    worker (1, with the reason logged)."""
+    """Serve the `served` models, one per language (the first, the default, loaded as
+    `model`), until asked to stop (0), or fail to start or lose the synthesis worker
+    (1, with the reason logged)."""
     from ..engine.cpu.contention import CoreContention
     from ..engine.cpu.threads import OwnThreadExecutor
     from ..engine.runtime.synthesizer import Synthesizer
@@ -56,33 +63,33 @@ async def run_server(
     voice_encoder = OwnThreadExecutor("voice-encoder", contention=contention)
     voice_readers = OwnThreadExecutor("voice-loader", cores=1)
     loop, worker_died = asyncio.get_running_loop(), asyncio.Event()
+    synthesizer = Synthesizer(model)
     worker = SynthesisWorker(
-        Synthesizer(model), on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set),
+        synthesizer, on_failure=lambda _: loop.call_soon_threadsafe(worker_died.set),
         contention=contention,
     )
     worker.start()
     try:
         try:
-            explicit = resolve.voice_argument(config.voice) if config.voice else None
-            sources = resolve.voice_sources(served.entry, served.options.voices_dir, explicit)
-            voices = VoiceStore(
-                sources=sources,
-                load=resolve.voice_loader(model, served, voice_encoder),
-                default_voice=resolve.default_voice(config.voice, served, sources()),
-                max_loaded=config.max_loaded_voices,
-                executor=voice_readers,
+            languages = Languages(
+                [_language(resolved, config, first=index == 0)
+                 for index, resolved in enumerate(served)],
+                load=_LanguageLoader(
+                    served[0], synthesizer, config.max_loaded_voices, voice_encoder, voice_readers
+                ),
+                max_loaded=config.max_loaded_models,
+                native=partial(_native, served),
             )
-            startup = list(dict.fromkeys([voices.default_voice, *config.preload_voices]))
-            if len(startup) > config.max_loaded_voices:
-                _LOGGER.warning(
-                    "More startup voices than --max-loaded-voices: some will be unloaded"
-                )
-            await voices.preload(startup)
-        except (UnknownVoiceError, EngineError, OSError) as err:
+            for code in dict.fromkeys([languages.default.code, *config.preload_models]):
+                await languages.preload(code)
+            speakers = Speakers(languages)
+            async with languages.use(languages.default.code) as default:
+                await _preload_voices(languages, default.voices, config)
+        except (UnknownVoiceError, *resolve.LOAD_ERRORS) as err:
             _LOGGER.error("Cannot load a startup voice: %s", err)
             return 1
         try:
-            await _warm_up(worker, voices, config.warm_up)
+            await _warm_up(worker, default.voices, config.warm_up)
         except EngineError as err:
             _LOGGER.error("Cannot synthesize with this model: %s", err)
             return 1
@@ -100,23 +107,28 @@ async def run_server(
             silence_samples=model.samples_per_frame,
         )
 
+        descriptions = [resolved.description for resolved in served]
+
         def info() -> Info:
-            return build_info(served.description, voices.available(), streaming=settings.streaming)
+            return build_info(
+                descriptions, languages.voice_sources(), streaming=settings.streaming
+            )
 
         recent = RecentRequests()  # what the studio's page shows
         handler = partial(
-            PocketTTSEventHandler, info=info, voices=voices, worker=worker, settings=settings,
-            recent=recent,
+            PocketTTSEventHandler, info=info, speakers=speakers, worker=worker,
+            settings=settings, recent=recent,
         )
         connections = Connections(handler, info, config.max_connections)
+        first = served[0]
         async with studio.serving(
-            config.studio, model=model, model_name=served.description.name,
-            languages=served.description.languages, voices=voices,
-            files=resolve.voice_files(model, served),
+            config.studio, model=model, model_name=first.description.name,
+            languages=first.description.languages, voices=default.voices,
+            files=resolve.voice_files(model, first),
             worker=worker, options=settings.options, recent=recent, executor=voice_encoder,
         ):
             if not await _unless_worker_dies(
-                listen(config, connections, voices.default_voice), worker_died
+                listen(config, connections, default.voices.default_voice), worker_died
             ):
                 _LOGGER.error("The synthesis worker stopped: exiting, to be restarted")
                 return 1
@@ -125,6 +137,72 @@ async def run_server(
         worker.close()
         voice_readers.shutdown(wait=False, cancel_futures=True)
         voice_encoder.shutdown(wait=False, cancel_futures=True)
+
+
+def _language(resolved: resolve.ResolvedModel, config: ServerConfig, first: bool) -> Language:
+    """A served language: the first has the voices of `--voices-dir` and `--voice`, the
+    others those of the folder's subfolder named by their code (voices/fr/)."""
+    code = resolved.description.languages[0]
+    folder = resolved.options.voices_dir
+    if folder is not None and not first:
+        folder = folder / code
+    explicit = resolve.voice_argument(config.voice) if first and config.voice else None
+    sources = resolve.voice_sources(resolved.entry, folder, explicit)
+    default_voice = resolve.default_voice(config.voice if first else None, resolved, sources())
+    return Language(code, resolved, sources, default_voice)
+
+
+def _native(served: Sequence[resolve.ResolvedModel], code: str, source: VoiceSource) -> bool:
+    """Whether a voice belongs to language `code`: any custom voice of its folder, or a
+    predefined voice whose speaker speaks it."""
+    if source.kind is not VoiceKind.PREDEFINED:
+        return True
+    entry = next(r.entry for r in served if r.description.languages[0] == code)
+    return entry is None or entry.voice(source.name).language == code
+
+
+@dataclass(frozen=True)
+class _LanguageLoader:
+    """Loads a language's model (the default one's is loaded before serving, with its
+    synthesizer, which the worker speaks by default) and makes its voice store; runs
+    off the event loop."""
+
+    default: resolve.ResolvedModel
+    default_synthesizer: Synthesizer
+    max_loaded_voices: int
+    encoder: Executor
+    readers: Executor
+
+    def __call__(self, language: Language) -> LoadedLanguage:
+        from ..engine.runtime.synthesizer import Synthesizer
+
+        resolved = language.resolved
+        if resolved is self.default:
+            synthesizer = self.default_synthesizer
+        else:
+            synthesizer = Synthesizer(resolve.load_model(resolved))
+        model = synthesizer.model
+        voices: VoiceStore[Any] = VoiceStore(
+            sources=language.voices,
+            load=resolve.voice_loader(model, resolved, self.encoder),
+            default_voice=language.default_voice,
+            max_loaded=self.max_loaded_voices,
+            executor=self.readers,
+        )
+        return LoadedLanguage(language, model, synthesizer, voices)
+
+
+async def _preload_voices(
+    languages: Languages[LoadedLanguage], default: VoiceStore[Any], config: ServerConfig
+) -> None:
+    """The default voice and `--preload-voice`s (served names, of any language)."""
+    await default.preload([default.default_voice])
+    for name in config.preload_voices:
+        choice = languages.choose(name, None, "")
+        async with languages.use(choice.language) as loaded:
+            await loaded.voices.preload([choice.name])
+    if len(config.preload_voices) + 1 > config.max_loaded_voices:
+        _LOGGER.warning("More startup voices than --max-loaded-voices: some will be unloaded")
 
 
 async def _unless_worker_dies(serving: Coroutine[Any, Any, None], died: asyncio.Event) -> bool:
