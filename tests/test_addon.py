@@ -531,8 +531,8 @@ def test_every_option_reaches_the_command_line(stubs, manifest, server_parser, k
     (name,) = differences
     value = after[name]
     expected = changed[key]
-    if isinstance(value, bool):  # flags: streaming is the one whose flag turns it off
-        assert value is (not expected if name == "no_streaming" else expected)
+    if isinstance(value, bool):  # flags: --no-streaming and --no-normalize turn theirs off
+        assert value is (not expected if name in ("no_streaming", "no_normalize") else expected)
     elif name == "model":  # the main model first, then the other languages'
         assert value == [changed["model"], *changed["more_models"]]
     else:

@@ -30,10 +30,11 @@ class LoadedLanguage:
 
 @dataclass(frozen=True)
 class Speaker:
-    """A voice state and the model it was made for."""
+    """A voice state, the model it was made for, and the language they speak."""
 
     voice: Any
     synthesizer: Any
+    language: str
 
 
 class Speakers:
@@ -59,4 +60,4 @@ class Speakers:
             self.languages.use(choice.language) as loaded,
             loaded.voices.use(choice.name) as voice,
         ):
-            yield Speaker(voice, loaded.synthesizer)
+            yield Speaker(voice, loaded.synthesizer, choice.language)

@@ -64,7 +64,7 @@ class StoreSpeakers:
     @asynccontextmanager
     async def use(self, choice: LanguageVoice) -> AsyncIterator[Speaker]:
         async with self.voices.use(choice.name) as voice:
-            yield Speaker(voice, None)
+            yield Speaker(voice, None, "en")
 
 
 def instant_handler(

@@ -27,6 +27,8 @@ from wyoming_pocket_tts.commands.options import (
 )
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
+from wyoming_pocket_tts.engine.tempo import MAX_SPEED, MIN_SPEED
+from wyoming_pocket_tts.normalize.spoken import TextOptions
 from wyoming_pocket_tts.server.config import ServerConfig, StudioConfig
 from wyoming_pocket_tts.server.running import run_server
 
@@ -104,6 +106,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="SECONDS",
         help="seconds of silence after each sentence (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="speaking rate, 0.5 to 2.0, with the voice's pitch kept (default: %(default)s, "
+        "the model's own pace)",
+    )
+    parser.add_argument(
+        "--no-normalize",
+        action="store_true",
+        help="read texts as they are sent: numbers, units, dates and times are not written "
+        "out in words first",
     )
     add_quantize_argument(parser)
     add_threads_argument(parser)
@@ -212,6 +227,9 @@ def _options_are_valid(args: argparse.Namespace) -> bool:
     if not 0 <= args.sentence_silence <= MAX_SENTENCE_SILENCE:
         _LOGGER.error("--sentence-silence must be between 0 and %s seconds", MAX_SENTENCE_SILENCE)
         return False
+    if not MIN_SPEED <= args.speed <= MAX_SPEED:  # NaN too
+        _LOGGER.error("--speed must be between %s and %s", MIN_SPEED, MAX_SPEED)
+        return False
     if args.threads is not None and args.threads <= 0:
         _LOGGER.error("--threads must be above 0")
         return False
@@ -239,6 +257,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
             eos_threshold=args.eos_threshold,
             sentence_silence=args.sentence_silence,
         ),
+        text=TextOptions(normalize=not args.no_normalize, speed=args.speed),
         streaming=not args.no_streaming,
         max_connections=args.max_connections,
         max_text_chars=args.max_text_chars,

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..engine.runtime.options import GenerationOptions
+from ..normalize.spoken import TextOptions
 from ..studio.options import Network
 
 #: Time the open connections get to end their audio at shutdown before they are dropped:
@@ -44,6 +45,7 @@ class ServerConfig:
     max_loaded_models: int  # beside the default language's, which stays loaded
     preload_models: tuple[str, ...]  # languages whose models load at start-up
     generation: GenerationOptions
+    text: TextOptions  # normalised or not, and the speaking rate
     streaming: bool  # offer synthesize-start/chunk/stop
     max_connections: int
     max_text_chars: int

@@ -54,6 +54,8 @@ from ..engine.errors import EngineError, TextError
 from ..engine.pcm import CHANNELS, SAMPLE_WIDTH
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.streaming import FrameStream, Worker
+from ..engine.tempo import TempoStream
+from ..normalize.spoken import Silence, SpokenRequest, SpokenText, TextOptions, spoken
 from ..recent import RecentRequests
 from ..speakers import Speaker
 from ..voices.names import LanguageVoice
@@ -85,6 +87,12 @@ SEND_BUFFER_BYTES = 64 * 1024
 
 # ---------------------------------------------------------------------------
 # Requests as the client sends them
+
+
+def _is_ssml(event: Event) -> bool:
+    """Whether the text is SSML markup (wyoming's `text_format`); anything else is read
+    as plain text, where a "<" is said, not parsed."""
+    return event.data.get("text_format") == "ssml"
 
 
 def _text_of(event: Event) -> str:
@@ -148,6 +156,8 @@ class HandlerSettings:
     stream_timeout: float = 120.0
     #: Samples of the silence that answers a text with nothing to say: one model frame.
     silence_samples: int = 1920
+    #: How texts are read: normalised or not, and at what speed.
+    text: TextOptions = field(default_factory=TextOptions)
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +170,7 @@ class _Utterance:
 
     voice: _VoiceRequest
     text: str
+    ssml: bool = False
 
 
 @dataclass
@@ -168,9 +179,22 @@ class _TextStream:
     arrive while earlier ones are spoken; None in `sentences` ends the stream."""
 
     voice: _VoiceRequest
+    ssml: bool = False  # markup is spoken once whole: a tag may be cut between chunks
     sentences: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     splitter: SentenceStream = field(default_factory=SentenceStream)
+    markup: list[str] = field(default_factory=list)
     chars: int = 0
+
+
+@dataclass
+class _AudioOut:
+    """An audio stream being sent: its AudioStart (which leaves with the first chunk),
+    the samples sent, and since when they play."""
+
+    rate: int
+    start: Event
+    samples: int = 0
+    playing_since: float | None = None
 
 
 @dataclass
@@ -346,14 +370,14 @@ class PocketTTSEventHandler(AsyncEventHandler):
             if self._stream is None:  # inside a stream it only repeats the streamed text
                 text = _text_of(event)
                 self._check_length(len(text))
-                self._queue(_Utterance(_voice_of(event), text))
+                self._queue(_Utterance(_voice_of(event), text, _is_ssml(event)))
         elif not self._settings.streaming:
             _LOGGER.debug("%s: ignored %s (streaming is off)", self.peer, event.type)
         elif SynthesizeStart.is_type(event.type):
             if self._stream is not None:
                 _LOGGER.debug("%s: synthesize-start inside a stream ends that stream", self.peer)
                 self._close_stream()
-            self._stream = _TextStream(_voice_of(event))
+            self._stream = _TextStream(_voice_of(event), _is_ssml(event))
             self._queue(self._stream)
         elif SynthesizeChunk.is_type(event.type):
             if self._stream is None:
@@ -362,8 +386,11 @@ class PocketTTSEventHandler(AsyncEventHandler):
             text = _text_of(event)
             self._stream.chars += len(text)
             self._check_length(self._stream.chars)
-            for sentence in self._stream.splitter.add(text):
-                self._stream.sentences.put_nowait(sentence)
+            if self._stream.ssml:
+                self._stream.markup.append(text)
+            else:
+                for sentence in self._stream.splitter.add(text):
+                    self._stream.sentences.put_nowait(sentence)
         elif SynthesizeStop.is_type(event.type):
             if self._stream is None:  # answered anyway: the client waits for it
                 _LOGGER.debug("%s: synthesize-stop outside a stream", self.peer)
@@ -388,7 +415,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
 
     def _close_stream(self) -> None:
         assert self._stream is not None
-        rest = self._stream.splitter.finish()
+        stream = self._stream
+        rest = "".join(stream.markup) if stream.ssml else stream.splitter.finish()
         if rest:
             self._stream.sentences.put_nowait(rest)
         self._stream.sentences.put_nowait(None)
@@ -482,7 +510,8 @@ class PocketTTSEventHandler(AsyncEventHandler):
         choice = self._speakers.choose(request.name, request.language, utterance.text)
         with self._reported("synthesize", request.name or choice.name) as report:
             async with self._speakers.use(choice) as speaker:
-                await self._speak(speaker, utterance.text, report)
+                said = self._spoken(utterance.text, speaker, utterance.ssml)
+                await self._speak(speaker, said, report)
 
     async def _speak_stream(self, stream: _TextStream) -> None:
         request = stream.voice
@@ -508,10 +537,11 @@ class PocketTTSEventHandler(AsyncEventHandler):
                     if report.first_audio is None:
                         report.received = report.loop.time()
                     speaker = speaker or await speaker_for(sentence)
-                    await self._speak(speaker, sentence, report)
+                    said = self._spoken(sentence, speaker, stream.ssml)
+                    await self._speak(speaker, said, report)
                     spoken = True
                 if not spoken:  # a stream without text still gets its (silent) audio
-                    await self._speak(speaker or await speaker_for(""), "", report)
+                    await self._speak(speaker or await speaker_for(""), SpokenRequest(()), report)
             await self.write_event(SynthesizeStopped().event())
 
     async def _next_sentence(self, stream: _TextStream) -> str | None:
@@ -522,6 +552,10 @@ class PocketTTSEventHandler(AsyncEventHandler):
             return await stream.sentences.get()
         finally:
             self._text_due_since = None
+
+    def _spoken(self, text: str, speaker: Speaker, ssml: bool) -> SpokenRequest:
+        """The text as the voice's language says it (see normalize/spoken.py)."""
+        return spoken(text, speaker.language, self._settings.text, ssml=ssml)
 
     @contextlib.contextmanager
     def _reported(self, kind: str, voice: str) -> Iterator[RequestReport]:
@@ -542,60 +576,80 @@ class PocketTTSEventHandler(AsyncEventHandler):
         finally:
             report.log(self._settings.sample_rate, self._settings.quantized, self._recent)
 
-    async def _speak(self, speaker: Speaker, text: str, report: RequestReport) -> None:
-        """One audio stream: AudioStart, an AudioChunk per decoded frame, AudioStop.
+    async def _speak(self, speaker: Speaker, request: SpokenRequest, report: RequestReport) -> None:
+        """One audio stream: AudioStart, an AudioChunk per decoded frame (and per frame
+        of a silence the request asks for), AudioStop.
 
         AudioStart leaves with the first chunk: sent on its own, it would wake the
         client while the first frame is being computed, on a core that frame uses.
         """
-        report.chars += len(text)
+        report.chars += request.chars
+        if request.warning:
+            _LOGGER.warning("%s: %s", self.peer, request.warning)
         rate = self._settings.sample_rate
-        start = AudioStart(rate, SAMPLE_WIDTH, CHANNELS, timestamp=0).event()
-        samples = 0
+        out = _AudioOut(rate, AudioStart(rate, SAMPLE_WIDTH, CHANNELS, timestamp=0).event())
         started = report.loop.time()
-        if text.strip() and not self._closing:
-            try:
-                samples = await self._stream_frames(speaker, text, report, start)
-            except TextError as err:  # nothing speakable (only symbols, say)
-                _LOGGER.debug("%s: nothing to say: %s", self.peer, err)
+        for piece in request.pieces:
+            if self._closing:
+                break
+            if isinstance(piece, Silence):
+                await self._send_audio(out, self._silence(piece.seconds), report)
+            elif piece.text.strip():
+                try:
+                    await self._stream_frames(speaker, piece, report, out)
+                except TextError as err:  # nothing speakable (only symbols, say)
+                    _LOGGER.debug("%s: nothing to say: %s", self.peer, err)
         report.busy += report.loop.time() - started
-        unsent = []
-        if not samples:  # Home Assistant needs audio to convert, if only a moment's silence
-            silence = np.zeros(self._settings.silence_samples, dtype=np.float32)
-            unsent = [start, *audio_chunks([silence], rate, 0)]
-            samples = len(silence)
-            report.samples += samples
-        await self._send(*unsent, AudioStop(timestamp=samples * 1000 // rate).event())
+        if not out.samples:  # Home Assistant needs audio to convert, if only a moment's silence
+            await self._send_audio(out, self._silence(0.0), report)
+        await self._send(AudioStop(timestamp=out.samples * 1000 // rate).event())
+
+    def _silence(self, seconds: float) -> list[np.ndarray]:
+        """`seconds` of silence in frames of the model's size (at least one frame)."""
+        frame = self._settings.silence_samples
+        total = max(frame, round(seconds * self._settings.sample_rate))
+        return [np.zeros(min(frame, total - start), dtype=np.float32)
+                for start in range(0, total, frame)]
 
     async def _stream_frames(
-        self, speaker: Speaker, text: str, report: RequestReport, start: Event
-    ) -> int:
-        """Send the job's frames as they come, after `start`; the number of samples sent."""
-        loop = report.loop
-        rate = self._settings.sample_rate
-        samples = 0
-        playing_since: float | None = None  # when this audio stream's first chunk left
+        self, speaker: Speaker, piece: SpokenText, report: RequestReport, out: _AudioOut
+    ) -> None:
+        """Send the job's frames as they come, at the piece's speaking rate."""
+        tempo = None if piece.rate == 1.0 else TempoStream(piece.rate, out.rate)
         stream = FrameStream(
-            self._worker, speaker.voice, text, self._settings.options, self.peer,
+            self._worker, speaker.voice, piece.text, self._settings.options, self.peer,
             synthesizer=speaker.synthesizer,
         )
         async with stream:
             self._frames = stream
             try:
                 async for frames in stream:
-                    now = loop.time()
-                    if report.first_audio is None:
-                        report.first_audio = now
-                    chunks = audio_chunks(frames, rate, samples)
-                    if playing_since is None:
-                        playing_since = now
-                        chunks.insert(0, start)
-                    report.late = max(report.late, now - playing_since - samples / rate)
-                    samples += sum(len(frame) for frame in frames)
-                    report.samples += sum(len(frame) for frame in frames)
-                    await self._send(*chunks)
+                    if tempo is not None:
+                        frames = [tempo.push(frame) for frame in frames]
+                    await self._send_audio(out, frames, report)
             finally:
                 self._frames = None
+        if tempo is not None:
+            await self._send_audio(out, [tempo.flush()], report)
         if stream.stopped:
             report.end("cut short: the server is stopping")
-        return samples
+
+    async def _send_audio(
+        self, out: _AudioOut, frames: list[np.ndarray], report: RequestReport
+    ) -> None:
+        """A chunk per frame (AudioStart before the stream's first), and how late it is."""
+        frames = [frame for frame in frames if len(frame)]
+        if not frames:
+            return
+        now = report.loop.time()
+        if report.first_audio is None:
+            report.first_audio = now
+        chunks = audio_chunks(frames, out.rate, out.samples)
+        if out.playing_since is None:
+            out.playing_since = now
+            chunks.insert(0, out.start)
+        report.late = max(report.late, now - out.playing_since - out.samples / out.rate)
+        count = sum(len(frame) for frame in frames)
+        out.samples += count
+        report.samples += count
+        await self._send(*chunks)

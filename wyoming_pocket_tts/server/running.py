@@ -98,6 +98,7 @@ async def run_server(
         settings = HandlerSettings(
             sample_rate=model.sample_rate,
             options=config.generation,
+            text=config.text,
             streaming=config.streaming,
             finish_on_eof=config.scheme == "stdio",
             quantized=model.quantized,
