@@ -57,10 +57,6 @@ def dates(text: str, locale: Locale) -> str:
         spoken = locale.date(day, month, year, previous_word(match.string, match.start()))
         return replace(match, spoken)
 
-    def iso(match: re.Match[str]) -> str:
-        spoken = say(match, int(match["day"]), int(match["month"]), int(match["year"]))
-        return spoken + " " if match["clock"] and spoken != match[0] else spoken
-
     def numeric(match: re.Match[str]) -> str:
         first, second = int(match["first"]), int(match["second"])
         month_first = (locale.date_order == "mdy" and first <= 12) or second > 12
@@ -73,7 +69,8 @@ def dates(text: str, locale: Locale) -> str:
         year = int(groups["year"]) if groups.get("year") else None
         return say(match, day, locale.month_forms.get(match["month"].lower()), year)
 
-    text = _ISO.sub(iso, text)
+    # A "T" before the time of day goes with the date; the time is then a word away.
+    text = _ISO.sub(lambda m: say(m, int(m["day"]), int(m["month"]), int(m["year"])), text)
     text = _NUMERIC.sub(numeric, text)
     if locale.dotted_day:
         text = _DOTTED.sub(lambda m: say(m, int(m["day"]), int(m["month"]), None), text)

@@ -12,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 # num2words ships without type information.
 from num2words import num2words  # type: ignore[import-untyped]
 
 from wyoming_pocket_tts.normalize.written import WrittenNumber
+
+
+@lru_cache(maxsize=4096)
+def _spell(language: str, number: int, to: str) -> str:
+    # Texts repeat their numbers (digits above all), and num2words takes microseconds.
+    return str(num2words(number, lang=language, to=to))
 
 
 class Gender(Enum):
@@ -119,7 +126,7 @@ class Locale:
 
     def spell(self, number: int, to: str = "cardinal") -> str:
         """num2words' words for a number, as it writes them ("cardinal", "ordinal", "year")."""
-        return str(num2words(number, lang=self.num2words_code, to=to))
+        return _spell(self.num2words_code, number, to)
 
     def cardinal(self, number: int) -> str:
         return self.tidy(self.spell(number))

@@ -11,7 +11,13 @@ class Dutch(Locale):
         return words if words == "één" else words.replace("één", "een")
 
     def year(self, year: int) -> str:
-        return self.tidy(self.spell(year, "year"))
+        # num2words writes "negentien honderd negenennegentig"; Dutch writes one word.
+        return "".join(self.tidy(self.spell(year, "year")).split())
+
+    def fraction(self, numerator: int, denominator: int) -> str:
+        if numerator == 1 and (numerator, denominator) not in self.named_fractions:
+            return f"een {self.denominator(denominator, False)}"  # "een derde", not "één"
+        return super().fraction(numerator, denominator)
 
     def denominator(self, denominator: int, plural: bool) -> str:
         return {2: "half", 4: "kwart"}.get(denominator) or self.ordinal(denominator)
