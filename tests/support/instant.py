@@ -52,11 +52,12 @@ class StoreSpeakers:
     for handler tests, which are about the connection, not about languages
     (tests/test_languages.py and the server tests choose among languages)."""
 
-    def __init__(self, voices: VoiceStore[Any]) -> None:
+    def __init__(self, voices: VoiceStore[Any], language: str = "en") -> None:
         self.voices = voices
+        self.language = language
 
     def choose(self, voice: str | None, language: str | None, text: str) -> LanguageVoice:
-        return LanguageVoice("en", voice or self.voices.default_voice)
+        return LanguageVoice(self.language, voice or self.voices.default_voice)
 
     def needs_text(self, voice: str | None, language: str | None) -> bool:
         return False
@@ -64,21 +65,21 @@ class StoreSpeakers:
     @asynccontextmanager
     async def use(self, choice: LanguageVoice) -> AsyncIterator[Speaker]:
         async with self.voices.use(choice.name) as voice:
-            yield Speaker(voice, None, "en")
+            yield Speaker(voice, None, self.language)
 
 
 def instant_handler(
-    worker: Worker | None = None, **settings: Any
+    worker: Worker | None = None, language: str = "en", **settings: Any
 ) -> Callable[..., PocketTTSEventHandler]:
-    """A handler factory with one voice, `test`, beside `worker` (an InstantWorker by
-    default), with `settings` for HandlerSettings."""
+    """A handler factory with one voice, `test`, of `language`, beside `worker` (an
+    InstantWorker by default), with `settings` for HandlerSettings."""
     source = VoiceSource("test", None, VoiceKind.STATE, "test voice")
     voices = VoiceStore(
         sources=lambda: {"test": source}, load=lambda _: object(), default_voice="test",
         max_loaded=1,
     )
     return partial(
-        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices),
+        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices, language),
         worker=worker or InstantWorker(),
         settings=HandlerSettings(sample_rate=24000, options=GenerationOptions(), **settings),
     )
