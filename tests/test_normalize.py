@@ -317,6 +317,30 @@ UNITS = cases(
     ("nl", "3 kn", "drie knopen"),
 )
 
+COUNTED = cases(
+    ("en", "1 door is open", "one door is open"),
+    ("fr", "1 porte est ouverte", "une porte est ouverte"),
+    ("fr", "1 capteur", "un capteur"),
+    ("fr", "21 fenêtres", "vingt et une fenêtres"),
+    ("de", "um 1 Uhr", "um ein Uhr"),
+    ("de", "1 Fenster und 1 Lampe", "ein Fenster und eine Lampe"),
+    ("de", "Seite 1 von 5", "Seite eins von fünf"),
+    ("it", "1 porta aperta", "una porta aperta"),
+    ("it", "1 sensore", "un sensore"),
+    ("it", "1 sportello", "uno sportello"),
+    ("it", "1 di 3", "uno di tre"),
+    ("es", "Hay 1 ventana abierta", "Hay una ventana abierta"),
+    ("es", "1 coche", "un coche"),
+    ("es", "1 día", "un día"),
+    ("es", "1 de 3", "uno de tres"),
+    ("es", "21 puertas", "veintiuna puertas"),
+    ("es", "200 personas", "doscientas personas"),
+    ("pt", "1 porta", "uma porta"),
+    ("pt", "2 portas e 2 carros", "duas portas e dois carros"),
+    ("pt", "200 pessoas", "duzentas pessoas"),
+    ("nl", "1 deur", "één deur"),
+)
+
 FRACTIONS = cases(
     ("en", "1/2", "one half"),
     ("en", "3/4", "three quarters"),
@@ -487,6 +511,11 @@ def test_every_unit_is_named_after_a_number_in_every_language(language: str):
         assert spoken.endswith(" " + locale.units[symbol].plural) and "2" not in spoken
     for alias, symbol in ALIASES.items():
         assert normalize(f"2 {alias}", language) == normalize(f"2 {symbol}", language)
+
+
+@pytest.mark.parametrize(("language", "written", "spoken"), COUNTED)
+def test_numbers_agree_with_the_word_they_count(language: str, written: str, spoken: str):
+    assert normalize(written, language) == spoken
 
 
 @pytest.mark.parametrize(("language", "written", "spoken"), FRACTIONS)

@@ -121,6 +121,13 @@ class Locale:
     # Fractions: "{whole} and a half", then the words of the common ones by (n, d).
     mixed_half: str = ""
     named_fractions: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    # A counted word's gender ("1 porta", "2 portas"), guessed from its ending, with the
+    # exceptions that matter; words that count nothing ("1 de 3") keep the plain number.
+    feminine_endings: tuple[str, ...] = ()
+    feminine_nouns: frozenset[str] = frozenset()
+    masculine_nouns: frozenset[str] = frozenset()
+    not_nouns: frozenset[str] = frozenset()
+    nouns_capitalized: bool = False
 
     # -- numbers ---------------------------------------------------------------------
 
@@ -138,6 +145,24 @@ class Locale:
     def before_noun(self, words: str, gender: Gender) -> str:
         """A cardinal's form before a noun ("un" kilomètre, "eine" Stunde)."""
         return words
+
+    def noun_gender(self, word: str) -> Gender | None:
+        """The gender of a word that follows a number, None when it is no noun or the
+        language's numbers do not agree."""
+        if not (self.feminine_endings or self.feminine_nouns):
+            return None
+        if self.nouns_capitalized and not word[:1].isupper():
+            return None
+        lowered = word.lower()
+        if len(lowered) < 3 or lowered in self.not_nouns:
+            return None
+        singular = lowered.removesuffix("s")  # the lists hold singulars ("fenêtres")
+        if lowered in self.masculine_nouns or singular in self.masculine_nouns:
+            return Gender.MASCULINE
+        if (lowered in self.feminine_nouns or singular in self.feminine_nouns
+                or lowered.endswith(self.feminine_endings)):
+            return Gender.FEMININE
+        return Gender.MASCULINE
 
     def is_singular(self, number: WrittenNumber) -> bool:
         """Whether the noun after this number is singular ("1 km", but "1.0 km")."""

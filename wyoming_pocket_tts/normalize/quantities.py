@@ -7,11 +7,12 @@ from functools import cache
 
 from wyoming_pocket_tts.normalize.amounts import amount_pattern, read_amount, say_amount
 from wyoming_pocket_tts.normalize.locale import Locale
-from wyoming_pocket_tts.normalize.text import GAP, previous_word, replace
+from wyoming_pocket_tts.normalize.text import GAP, LETTER, previous_word, replace
 from wyoming_pocket_tts.normalize.units import unit_forms, unit_pattern
 from wyoming_pocket_tts.normalize.written import WrittenNumber
 
 _TOKEN_PARTS = re.compile(r"([0-9]+)|(.)")
+_NEXT_WORD = re.compile(rf" ({LETTER}{{1,30}})(?!{LETTER})")
 
 
 @cache
@@ -39,11 +40,15 @@ def units(text: str, locale: Locale) -> str:
 
 def numbers(text: str, locale: Locale) -> str:
     def say(match: re.Match[str]) -> str:
-        if previous_word(text, match.start()) in locale.code_cues:
+        if previous_word(match.string, match.start()) in locale.code_cues:
             return replace(match, locale.digits(match[0]))
         amount = read_amount(match, locale)
         if amount is None:
             return replace(match, _say_parts(match[0], locale))
+        counted = _NEXT_WORD.match(match.string, match.end())
+        gender = locale.noun_gender(counted[1]) if counted else None
+        if gender is not None and amount.high is None:  # "eine Lampe", "doscientas personas"
+            return replace(match, locale.number(amount.low, gender))
         return replace(match, say_amount(amount, locale))
 
     return _alone(locale).sub(say, text)

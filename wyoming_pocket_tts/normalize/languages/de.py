@@ -214,4 +214,11 @@ LOCALE = German(
     number_sign="Nummer",
     about="etwa",
     named_fractions={(1, 2): "ein halb"},
+    feminine_endings=("e", "ung", "heit", "keit", "schaft", "ion", "tät", "ik", "ei"),
+    feminine_nouns=frozenset({"tür", "nacht", "zeit", "uhrzeit", "hand", "wand", "stadt", "luft"}),
+    # "ein Uhr" is the time of day; the rest end in "-e" and are masculine or neuter.
+    masculine_nouns=frozenset({
+        "uhr", "name", "käse", "auge", "ende", "gebäude", "interesse", "kunde", "junge",
+    }),
+    nouns_capitalized=True,
 )

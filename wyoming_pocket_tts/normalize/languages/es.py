@@ -202,4 +202,17 @@ LOCALE = Spanish(
     about="aproximadamente",
     mixed_half="{whole} y medio",
     named_fractions={(1, 2): "un medio"},
+    feminine_endings=("a", "as", "ión", "iones", "dad", "dades", "tud", "tudes", "umbre"),
+    feminine_nouns=frozenset({
+        "luz", "luces", "noche", "llave", "calle", "tarde", "parte", "nube", "red", "redes",
+        "vez", "veces", "gente",
+    }),
+    masculine_nouns=frozenset({
+        "día", "mapa", "problema", "sistema", "programa", "clima", "idioma", "tema", "sofá",
+        "planeta",
+    }),
+    not_nouns=frozenset({
+        "de", "del", "al", "en", "con", "por", "para", "sin", "sobre", "entre", "hasta",
+        "desde", "que", "más", "menos", "es", "son", "está", "están", "hay", "era", "fue",
+    }),
 )

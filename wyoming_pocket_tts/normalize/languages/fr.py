@@ -209,4 +209,14 @@ LOCALE = French(
     about="environ",
     mixed_half="{whole} et demi",
     named_fractions={(1, 2): "un demi"},
+    feminine_endings=(
+        "tion", "sion", "té", "ure", "ette", "ière", "ance", "ence", "ise", "ine", "ée",
+        "elle", "esse", "ie",
+    ),
+    feminine_nouns=frozenset({
+        "porte", "fenêtre", "lampe", "alarme", "personne", "seconde", "minute", "semaine",
+        "fois", "chambre", "salle", "pièce", "voiture", "alerte", "douche", "zone", "vanne",
+        "pompe", "caméra", "ampoule", "heure", "chose", "maison", "clé", "sonnette", "plante",
+        "fuite", "prise",
+    }),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from wyoming_pocket_tts.normalize.locale import (
     Abbreviation,
     Before,
@@ -12,6 +14,7 @@ from wyoming_pocket_tts.normalize.locale import (
 )
 
 _VOWELS = "aeiouàèéìòù"
+_KEEPS_UNO = re.compile(rf"(?i:s[^{_VOWELS}]|z|gn|ps|x|y)")
 
 
 class Italian(Locale):
@@ -22,6 +25,12 @@ class Italian(Locale):
         if words == "uno":
             return "una" if gender is Gender.FEMININE else "un"
         return words
+
+    def noun_gender(self, word: str) -> Gender | None:
+        gender = super().noun_gender(word)
+        if gender is Gender.MASCULINE and _KEEPS_UNO.match(word):
+            return None  # "uno sportello", "uno zaino": "uno" stays whole
+        return gender
 
     def quantity(self, number_words: str, noun: str) -> str:
         if number_words.endswith("una") and noun[:1] in _VOWELS:
@@ -194,4 +203,14 @@ LOCALE = Italian(
     about="circa",
     mixed_half="{whole} e mezzo",
     named_fractions={(1, 2): "un mezzo"},
+    feminine_endings=("a", "zione", "sione", "tà", "tù", "trice"),
+    feminine_nouns=frozenset({"luce", "notte", "chiave", "parte", "neve", "stampante"}),
+    masculine_nouns=frozenset({
+        "problema", "sistema", "programma", "clima", "tema", "cinema", "pigiama",
+    }),
+    not_nouns=frozenset({
+        "di", "del", "della", "dei", "delle", "ed", "al", "alla", "da", "in", "su", "sul",
+        "sulla", "per", "con", "tra", "fra", "che", "nel", "nella", "sono", "era", "resta",
+        "restano",
+    }),
 )

@@ -193,4 +193,16 @@ LOCALE = Portuguese(
     about="cerca de",
     mixed_half="{whole} e meio",
     named_fractions={(1, 2): "um meio"},
+    feminine_endings=("a", "as", "ção", "ções", "são", "sões", "dade", "dades", "gem", "gens"),
+    feminine_nouns=frozenset({
+        "luz", "luzes", "noite", "chave", "parte", "tarde", "rede", "vez", "vezes",
+    }),
+    masculine_nouns=frozenset({
+        "dia", "mapa", "problema", "sistema", "programa", "clima", "tema", "sofá", "planeta",
+    }),
+    not_nouns=frozenset({
+        "de", "do", "da", "dos", "das", "os", "as", "em", "no", "na", "nos", "nas", "com",
+        "por", "para", "sem", "sobre", "entre", "até", "que", "mais", "menos", "são",
+        "está", "estão", "foi", "era", "fica", "ficam",
+    }),
 )
