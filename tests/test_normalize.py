@@ -555,6 +555,7 @@ def test_a_region_is_ignored_and_an_unknown_language_is_refused():
 SAY_AS = [
     ("A1b", "characters", "en", None, "A one B"),
     ("ok", "spell-out", "de", None, "O K"),
+    ("Wi-Fi", "verbatim", "fr", None, "W I F I"),
     ("1234", "cardinal", "fr", None, "mille deux cent trente-quatre"),
     ("1.234,5", "cardinal", "de", None, "eintausendzweihundertvierunddreißig Komma fünf"),
     ("3", "ordinal", "en", None, "third"),
@@ -585,9 +586,11 @@ def test_say_as(text: str, interpret_as: str, language: str, format: str | None,
     assert say_as(text, interpret_as, language, format) == spoken
 
 
-def test_say_as_refuses_an_unknown_interpretation():
-    with pytest.raises(ValueError, match="characters, spell-out, cardinal"):
-        say_as("5", "fraction", "en")
+def test_say_as_reads_an_unknown_interpretation_as_running_text():
+    assert say_as("Dr. Who at 7:30", "expletive", "en") == "Doctor Who at seven thirty a.m."
+    assert say_as("1/2", "Fraction", "fr") == "un demi"
+    with pytest.raises(ValueError, match="supported: de, en, es, fr, it, nl, pt"):
+        say_as("5", "cardinal", "xx")
 
 
 # -- any text ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`say_as`: a text read as one kind of thing, as SSML's say-as asks.
 
 Each reader handles the forms its kind is written in; whatever it cannot read is
-normalised as running text instead, so no input raises.
+normalised as running text instead, so no input raises. An interpretation without a
+reader is read as if there were no say-as, as SSML asks of a processor.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def _running_text(text: str, locale: Locale, format: str | None) -> str:
 READERS: dict[str, Reader] = {
     "characters": _spell,
     "spell-out": _spell,
+    "verbatim": _spell,
     "cardinal": _cardinal,
     "ordinal": _ordinal,
     "digits": _digits,
@@ -128,13 +130,9 @@ READERS: dict[str, Reader] = {
 
 
 def say_as(text: str, interpret_as: str, language: str, format: str | None = None) -> str:
-    """`text` read as `interpret_as` (one of `READERS`) in `language`. `format` is
-    say-as's: a date's field order ("dmy", "ym", ...), a currency's ISO code ("EUR").
-    Raises ValueError for an unknown language or interpretation."""
+    """`text` read as `interpret_as` (one of `READERS`; any other reads it as running
+    text) in `language`. `format` is say-as's: a date's field order ("dmy", "ym", ...),
+    a currency's ISO code ("EUR"). Raises ValueError for an unknown language."""
     locale = locale_for(language)
-    reader = READERS.get(interpret_as)
-    if reader is None:
-        raise ValueError(
-            f"cannot say text as {interpret_as!r}; known: {', '.join(READERS)}"
-        )
+    reader = READERS.get(interpret_as.lower(), _running_text)
     return reader(text.strip(), locale, format)
