@@ -38,8 +38,12 @@ SENTENCES = {
     "fr": "La lumière de la cuisine est allumée et la porte d'entrée est fermée.",
     "de": "Das Licht in der Küche ist an und die Haustür ist abgeschlossen.",
 }
-# The server's, with --temperature 0: each text is said one way.
-OPTIONS = GenerationOptions(temperature=0.0)
+# The server's, with --temperature 0 and an end-of-speech threshold no logit misses:
+# each text is said one way, and ends at its seventh frame. Within a few steps of 16-bit
+# audio: with random weights a long text magnifies the rounding that a change of
+# thread count (cpu/contention.py) makes.
+OPTIONS = GenerationOptions(temperature=0.0, eos_threshold=-1e9)
+TOLERANCE = 4
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +81,7 @@ def _model_args(models: dict[str, BuiltModel], *codes: str) -> list[str]:
 def _launch(tmp_path: Path, models, voices: Path, *codes: str, extra: tuple[str, ...] = ()):
     return launch(
         tmp_path, models["en"], *_model_args(models, *codes), "--voices-dir", str(voices),
-        "--temperature", "0", *extra,
+        "--temperature", "0", "--eos-threshold=-1e9", *extra,
     )
 
 
@@ -132,7 +136,7 @@ def test_each_voice_speaks_with_its_own_model(
     own = _expected(models[code], recording, text)
     other = _expected(models["fr" if code == "en" else "en"], recording, text)
     assert heard.shape == own.shape
-    assert np.abs(heard.astype(int) - own).max() <= 2
+    assert np.abs(heard.astype(int) - own).max() <= TOLERANCE
     assert other.shape != own.shape or np.abs(other.astype(int) - own).max() > 100
 
 
@@ -153,10 +157,10 @@ def test_a_request_without_a_voice_follows_its_language_or_its_text(
             return _samples(await read_audio(client))
 
     expected = _expected(models[code], default_wav, SENTENCES[other])
-    assert np.abs(run(by_language()).astype(int) - expected).max() <= 2
+    assert np.abs(run(by_language()).astype(int) - expected).max() <= TOLERANCE
     by_text = _samples(run(synthesize(server, SENTENCES[code])))
     expected = _expected(models[code], default_wav, SENTENCES[code])
-    assert np.abs(by_text.astype(int) - expected).max() <= 2
+    assert np.abs(by_text.astype(int) - expected).max() <= TOLERANCE
 
 
 @pytest.mark.parametrize(("voice", "code"), [("shared", "en"), ("estelle", "fr")])

@@ -7,8 +7,11 @@ import logging
 import sys
 import time
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.commands.options import (
@@ -18,9 +21,20 @@ from wyoming_pocket_tts.commands.options import (
 )
 from wyoming_pocket_tts.engine.cpu.process import prepare_process
 from wyoming_pocket_tts.engine.pcm import pcm16
+from wyoming_pocket_tts.engine.tempo import MAX_SPEED, MIN_SPEED, TempoStream
+from wyoming_pocket_tts.normalize.spoken import (
+    Silence,
+    SpokenRequest,
+    SpokenText,
+    TextOptions,
+    spoken,
+)
 
 if TYPE_CHECKING:
+    from wyoming_pocket_tts.engine.model.voice import VoiceState
+    from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
+    from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
 
 HELP = "speak a text into a WAV file"
 _LOGGER = logging.getLogger(__name__)
@@ -33,6 +47,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "predefined voice or of one in --voices-dir")
     add_voices_dir_argument(parser, "folder of custom voices, as the server's --voices-dir")
     parser.add_argument("--text", required=True, help="the text to speak; - reads standard input")
+    parser.add_argument("--ssml", action="store_true", help="the text is SSML markup")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="speaking rate, 0.5 to 2.0, the voice's pitch kept (default: 1.0)")
+    parser.add_argument("--no-normalize", action="store_true",
+                        help="read the text as it is: numbers, units, dates and times are not "
+                        "written out in words first")
     parser.add_argument("--output", type=Path, required=True, help="WAV file to write")
     parser.add_argument("--temperature", type=float, default=None,
                         help="sampling temperature (default: the model's, 0.3); 0 is deterministic")
@@ -44,7 +64,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
 
-def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str) -> float:
+def _frames(
+    worker: SynthesisWorker, voice: VoiceState, request: SpokenRequest, options: GenerationOptions
+) -> Iterator[np.ndarray]:
+    """The request's audio: each text at its rate, each silence as zeros."""
+    sample_rate = worker.synthesizer.model.sample_rate
+    for piece in request.pieces:
+        if isinstance(piece, Silence):
+            yield np.zeros(round(piece.seconds * sample_rate), dtype=np.float32)
+        elif piece.rate == 1.0:
+            yield from worker.stream(voice, piece.text, options)
+        else:
+            tempo = TempoStream(piece.rate, sample_rate)
+            for frame in worker.stream(voice, piece.text, options):
+                yield tempo.push(frame)
+            yield tempo.flush()
+
+
+def _write(
+    args: argparse.Namespace, synthesizer: Synthesizer, voice: VoiceState, request: SpokenRequest
+) -> float:
     """Stream the audio into the file; return its duration in seconds."""
     from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
     from wyoming_pocket_tts.engine.runtime.worker import SynthesisWorker
@@ -54,7 +93,8 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
         frames_after_eos=args.frames_after_eos, seed=args.seed,
     )
     sample_rate = synthesizer.model.sample_rate
-    progress = not args.quiet and len(synthesizer.chunks(text, options)) > 1
+    texts = [piece.text for piece in request.pieces if isinstance(piece, SpokenText)]
+    progress = not args.quiet and sum(len(synthesizer.chunks(t, options)) for t in texts) > 1
     started = last_report = time.monotonic()
     samples = 0
     partial = args.output.with_name(args.output.name + ".partial")
@@ -63,7 +103,7 @@ def _write(args: argparse.Namespace, synthesizer: Synthesizer, voice, text: str)
             wav.setnchannels(1)
             wav.setsampwidth(2)
             wav.setframerate(sample_rate)
-            for frame in worker.stream(voice, text, options):
+            for frame in _frames(worker, voice, request, options):
                 wav.writeframes(pcm16(frame))
                 samples += frame.shape[0]
                 if progress and time.monotonic() - last_report > 0.5:
@@ -86,11 +126,20 @@ def main(args: argparse.Namespace) -> int:
     from wyoming_pocket_tts.engine.runtime.synthesizer import Synthesizer
 
     text = sys.stdin.read() if args.text == "-" else args.text
+    if not MIN_SPEED <= args.speed <= MAX_SPEED:  # NaN too
+        print(f"error: --speed must be between {MIN_SPEED} and {MAX_SPEED}", file=sys.stderr)
+        return 2
     try:
         resolved = resolve.resolve_model(model_options(args, voices_dir=args.voices_dir))
+        language = resolved.description.languages[0]
+        request = spoken(
+            text, language, TextOptions(not args.no_normalize, args.speed), ssml=args.ssml
+        )
+        if request.warning:
+            _LOGGER.warning("%s", request.warning)
         model = resolve.load_model(resolved)
         voice = resolve.load_voice(model, resolved, args.voice)
-        seconds = _write(args, Synthesizer(model), voice, text)
+        seconds = _write(args, Synthesizer(model), voice, request)
     except resolve.LOAD_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
