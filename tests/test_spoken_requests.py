@@ -58,10 +58,10 @@ async def _exchange(handler, events: list[Event], ends: int = 1) -> list[Event]:
             "audio-stop"
         )
         while ends:
-            event = await asyncio.wait_for(client.read_event(), 10)
-            assert event is not None
-            received.append(event)
-            ends -= event.type == end
+            answer = await asyncio.wait_for(client.read_event(), 10)
+            assert answer is not None
+            received.append(answer)
+            ends -= answer.type == end
         await client.disconnect()
     finally:
         server.close()
