@@ -26,15 +26,15 @@ def previous_word(text: str, start: int) -> str:
     return found.group(1).lower() if found else ""
 
 
-def spaced(text: str, start: int, end: int, words: str) -> str:
-    """`words` to replace text[start:end], with a space where they would touch a letter
-    or digit ("5G" becomes "five G", not "fiveG")."""
+def replace(match: re.Match[str], words: str) -> str:
+    """`words` to replace a match, with a space where they would touch a letter or digit
+    ("5G" becomes "five G", not "fiveG"), and one full stop where both end in one
+    ("at 7 pm." is "at seven p.m.")."""
+    text, start, end = match.string, match.start(), match.end()
+    if words.endswith(".") and text[end : end + 1] == ".":
+        words = words[:-1]
     if start > 0 and text[start - 1].isalnum():
         words = " " + words
     if end < len(text) and text[end].isalnum():
         words += " "
     return words
-
-
-def replace(match: re.Match[str], words: str) -> str:
-    return spaced(match.string, match.start(), match.end(), words)

@@ -25,13 +25,20 @@ def _patterns(locale: Locale) -> tuple[re.Pattern[str], ...]:
         rf"{_START}(?P<hour>[0-9]{{1,2}}):(?P<minute>[0-9]{{2}})(?::(?P<second>[0-9]{{2}}))?"
         rf"(?![0-9]|[:.,][0-9]){meridiem}{said}"
     ]
-    if locale.time_suffixes:  # "19.05 Uhr": a full stop between, the word after required
+    # "19.05 Uhr": a full stop between hour and minutes, with a clock word after it; before
+    # a mere "h" it is as often a decimal mark ("1.25 h").
+    clock_words = [suffix for suffix in locale.time_suffixes if len(suffix) > 1]
+    if clock_words:
         patterns.append(
             rf"{_START}(?P<hour>[0-9]{{1,2}})\.(?P<minute>[0-9]{{2}}){GAP}"
-            rf"(?:{alternation(locale.time_suffixes)})(?!{LETTER})"
+            rf"(?:{alternation(clock_words)})(?!{LETTER})"
         )
     if locale.hour_letter_times:
-        patterns.append(rf"{_START}(?P<hour>[0-9]{{1,2}}){GAP}h{GAP}(?P<minute>[0-9]{{2}})(?![0-9])")
+        # "19h05", but not the "1 h" of "1 h 20 min", a duration the units read.
+        patterns.append(
+            rf"{_START}(?P<hour>[0-9]{{1,2}}){GAP}h{GAP}(?P<minute>[0-9]{{2}})(?![0-9])"
+            rf"(?!{GAP}(?:min|mn|s)(?!{LETTER}))"
+        )
     if locale.meridiems:
         patterns.append(
             rf"{_START}(?P<hour>[0-9]{{1,2}}){GAP}"

@@ -174,6 +174,7 @@ LOCALE = Spanish(
     },
     date_connector="de",
     ordinal_suffixes=("º", "ª", ".º", ".ª", "er", ".er"),
+    time_suffixes=("h",),
     code_cues=frozenset({"código", "pin"}),
     abbreviations=(
         Abbreviation("Sr.", "señor", Before.NAME),

@@ -178,6 +178,7 @@ LOCALE = French(
         "er", "re", "ère", "e", "ème", "eme", "nd", "nde",
         "\u1d49\u02b3", "\u02b3\u1d49", "\u1d49",
     ),
+    time_suffixes=("h",),
     hour_letter_times=True,
     telephone_pairs=True,
     code_cues=frozenset({"code", "pin"}),

@@ -170,6 +170,7 @@ LOCALE = Portuguese(
     },
     date_connector="de",
     ordinal_suffixes=("º", "ª", ".º", ".ª"),
+    time_suffixes=("h",),
     hour_letter_times=True,
     code_cues=frozenset({"código", "pin"}),
     abbreviations=(
