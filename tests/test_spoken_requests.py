@@ -74,9 +74,13 @@ def _pcm(events: list[Event]) -> np.ndarray:
     return np.frombuffer(audio, dtype=np.int16)
 
 
-def _spoken(events: list[Event], language: str = "en", **text: Any) -> tuple[list[str], list]:
+def _spoken(
+    events: list[Event], language: str = "en", voice_speed: float | None = None, **text: Any
+) -> tuple[list[str], list]:
     worker = RecordingWorker()
-    handler = instant_handler(worker, language, text=TextOptions(**text), silence_samples=1920)
+    handler = instant_handler(
+        worker, language, voice_speed, text=TextOptions(**text), silence_samples=1920
+    )
     received = asyncio.run(_exchange(handler, events))
     return worker.texts, received
 
@@ -174,3 +178,8 @@ def test_an_ssml_rate_multiplies_the_servers_speed() -> None:
     markup = '<speak><prosody rate="150%">Good night.</prosody></speak>'
     _, received = _spoken([Synthesize(text=markup, text_format="ssml").event()], speed=1.2)
     assert len(_pcm(received)) == round(FRAMES_PER_REQUEST * 1920 / 1.8)
+
+
+def test_a_voices_own_speed_wins_over_the_servers() -> None:
+    _, received = _spoken([Synthesize(text="Good night.").event()], voice_speed=1.5, speed=0.75)
+    assert len(_pcm(received)) == round(FRAMES_PER_REQUEST * 1920 / 1.5)

@@ -29,6 +29,7 @@ from typing import Generic, TypeVar
 from .language_detection import LanguageDetector
 from .resolve import ResolvedModel
 from .voices.names import LanguageVoice, name_voices
+from .voices.settings import VoiceSettings
 from .voices.store import InvalidVoiceNameError, UnknownVoiceError, VoiceSource, is_plain_name
 
 _LOGGER = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class Language:
     resolved: ResolvedModel
     voices: Callable[[], Mapping[str, VoiceSource]]  # rescanned on every call
     default_voice: str
+    settings: VoiceSettings | None = None  # what the user set per voice, with its folder
 
 
 @dataclass(eq=False)

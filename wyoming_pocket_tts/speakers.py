@@ -30,11 +30,13 @@ class LoadedLanguage:
 
 @dataclass(frozen=True)
 class Speaker:
-    """A voice state, the model it was made for, and the language they speak."""
+    """A voice state, the model it was made for, the language they speak, and the
+    voice's own speaking rate if the user set one."""
 
     voice: Any
     synthesizer: Any
     language: str
+    speed: float | None = None
 
 
 class Speakers:
@@ -60,4 +62,6 @@ class Speakers:
             self.languages.use(choice.language) as loaded,
             loaded.voices.use(choice.name) as voice,
         ):
-            yield Speaker(voice, loaded.synthesizer, choice.language)
+            settings = loaded.language.settings
+            speed = settings.speed(choice.name) if settings is not None else None
+            yield Speaker(voice, loaded.synthesizer, choice.language, speed)

@@ -52,9 +52,12 @@ class StoreSpeakers:
     for handler tests, which are about the connection, not about languages
     (tests/test_languages.py and the server tests choose among languages)."""
 
-    def __init__(self, voices: VoiceStore[Any], language: str = "en") -> None:
+    def __init__(
+        self, voices: VoiceStore[Any], language: str = "en", speed: float | None = None
+    ) -> None:
         self.voices = voices
         self.language = language
+        self.speed = speed
 
     def choose(self, voice: str | None, language: str | None, text: str) -> LanguageVoice:
         return LanguageVoice(self.language, voice or self.voices.default_voice)
@@ -65,21 +68,23 @@ class StoreSpeakers:
     @asynccontextmanager
     async def use(self, choice: LanguageVoice) -> AsyncIterator[Speaker]:
         async with self.voices.use(choice.name) as voice:
-            yield Speaker(voice, None, self.language)
+            yield Speaker(voice, None, self.language, self.speed)
 
 
 def instant_handler(
-    worker: Worker | None = None, language: str = "en", **settings: Any
+    worker: Worker | None = None, language: str = "en", voice_speed: float | None = None,
+    **settings: Any,
 ) -> Callable[..., PocketTTSEventHandler]:
-    """A handler factory with one voice, `test`, of `language`, beside `worker` (an
-    InstantWorker by default), with `settings` for HandlerSettings."""
+    """A handler factory with one voice, `test`, of `language` (and its own speed, if
+    given), beside `worker` (an InstantWorker by default), with `settings` for
+    HandlerSettings."""
     source = VoiceSource("test", None, VoiceKind.STATE, "test voice")
     voices = VoiceStore(
         sources=lambda: {"test": source}, load=lambda _: object(), default_voice="test",
         max_loaded=1,
     )
     return partial(
-        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices, language),
+        PocketTTSEventHandler, info=Info, speakers=StoreSpeakers(voices, language, voice_speed),
         worker=worker or InstantWorker(),
         settings=HandlerSettings(sample_rate=24000, options=GenerationOptions(), **settings),
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import time
@@ -554,8 +555,12 @@ class PocketTTSEventHandler(AsyncEventHandler):
             self._text_due_since = None
 
     def _spoken(self, text: str, speaker: Speaker, ssml: bool) -> SpokenRequest:
-        """The text as the voice's language says it (see normalize/spoken.py)."""
-        return spoken(text, speaker.language, self._settings.text, ssml=ssml)
+        """The text as the voice's language says it, at the voice's own speed if it has
+        one (see normalize/spoken.py)."""
+        options = self._settings.text
+        if speaker.speed is not None:
+            options = dataclasses.replace(options, speed=speaker.speed)
+        return spoken(text, speaker.language, options, ssml=ssml)
 
     @contextlib.contextmanager
     def _reported(self, kind: str, voice: str) -> Iterator[RequestReport]:

@@ -30,6 +30,7 @@ from ..engine.errors import EngineError
 from ..languages import Language, Languages
 from ..recent import RecentRequests
 from ..speakers import LoadedLanguage, Speakers
+from ..voices.settings import VoiceSettings
 from ..voices.store import UnknownVoiceError, VoiceKind, VoiceSource, VoiceStore
 from .config import ServerConfig, WarmUp
 from .connections import Connections
@@ -150,7 +151,8 @@ def _language(resolved: resolve.ResolvedModel, config: ServerConfig, first: bool
     explicit = resolve.voice_argument(config.voice) if first and config.voice else None
     sources = resolve.voice_sources(resolved.entry, folder, explicit)
     default_voice = resolve.default_voice(config.voice if first else None, resolved, sources())
-    return Language(code, resolved, sources, default_voice)
+    settings = VoiceSettings(folder) if folder is not None else None
+    return Language(code, resolved, sources, default_voice, settings)
 
 
 def _native(served: Sequence[resolve.ResolvedModel], code: str, source: VoiceSource) -> bool:
