@@ -79,6 +79,14 @@ def test_status_tells_the_model_version_and_folder(studio, voices_dir, tiny_mode
     assert status["voices_folder"] == str(voices_dir.resolve())
     assert status["default_voice"] == "voice"
     assert "voice" in status["loaded_voices"]
+    # One language, one group of voices: the page shows it as before.
+    (language,) = status["languages"]
+    assert language == {
+        "code": "en", "name": "English", "model": tiny_model.config_path.stem, "default": True,
+        "loaded": True, "default_voice": "voice", "voices_folder": str(voices_dir.resolve()),
+        "sample_text": language["sample_text"],
+    }
+    assert {voice["language"] for voice in studio.api("GET", "api/voices").json()} == {"en"}
 
 
 def quiet(seconds: float, rate: int = 8000) -> np.ndarray:

@@ -34,7 +34,8 @@ class StudioServer(ServerProcess):
 
 
 def start_studio_server(directory: Path, config_path: Path, *args: str) -> StudioServer:
-    """Start the server on free ports with the studio on; returns once it is ready."""
+    """Start the server on free ports with the studio on, speaking the model at
+    `config_path` unless `args` name models of their own; returns once it is ready."""
     directory.mkdir(parents=True, exist_ok=True)
     wyoming_port, http_port = free_port(), free_port()
     log_path = directory / "server.log"
@@ -42,7 +43,7 @@ def start_studio_server(directory: Path, config_path: Path, *args: str) -> Studi
         sys.executable, "-m", "wyoming_pocket_tts",
         "--uri", f"tcp://127.0.0.1:{wyoming_port}",
         "--http-uri", f"tcp://127.0.0.1:{http_port}",
-        "--model", str(config_path),
+        *([] if "--model" in args else ["--model", str(config_path)]),
         *args,
     ]
     with log_path.open("wb") as log:

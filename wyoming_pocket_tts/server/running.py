@@ -122,12 +122,9 @@ async def run_server(
             settings=settings, recent=recent,
         )
         connections = Connections(handler, info, config.max_connections)
-        first = served[0]
         async with studio.serving(
-            config.studio, model=model, model_name=first.description.name,
-            languages=first.description.languages, voices=default.voices,
-            files=resolve.voice_files(model, first),
-            worker=worker, options=settings.options, recent=recent, executor=voice_encoder,
+            config.studio, languages=languages, worker=worker, options=settings.options,
+            recent=recent, executor=voice_encoder,
         ):
             if not await _unless_worker_dies(
                 listen(config, connections, default.voices.default_voice), worker_died

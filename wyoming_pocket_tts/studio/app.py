@@ -1,8 +1,8 @@
 """The voice studio's web server: the page, and the HTTP API the page itself uses.
 
 Off unless --http-uri is given; served by the Wyoming server's own process and event
-loop, next to it, so both see the same voices, the same engine worker and the same
-voice-loading thread. The page has no login: in the add-on it is reachable only
+loop, next to it, so both see the same languages, models and voices, the same engine
+worker and the same voice-loading thread. The page has no login: in the add-on it is reachable only
 through Home Assistant's ingress proxy (--http-allow 172.30.32.2), which does the
 authentication; standalone it belongs on a trusted network only. All its URLs are
 relative, so it works under the ingress path prefix (the X-Ingress-Path header).
@@ -26,15 +26,17 @@ from aiohttp import web
 from .. import __version__
 from ..engine.errors import EngineError
 from ..engine.model.audio import MAX_PROMPT_SECONDS
-from ..engine.model.pocket_tts import PocketTTS
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.worker import SynthesisWorker
+from ..languages import Language, Languages
 from ..recent import RecentRequests
-from ..voices.files import VoiceFiles
-from ..voices.store import UnknownVoiceError, VoiceStore
-from .library import CLONING_UNAVAILABLE, NAME_PATTERN, NAME_RULE, Model, VoiceLibrary
+from ..speakers import LoadedLanguage
+from ..voices.names import LanguageVoice
+from ..voices.store import UnknownVoiceError
+from .library import CLONING_UNAVAILABLE, NAME_PATTERN, NAME_RULE, VoiceLibrary
 from .options import Network
-from .preview import stream_preview
+from .preview import sample_text, stream_preview
+from .served import language_name, loaded_voices, served_voices, voice_files
 from .uploads import (
     DECODED_SECONDS,
     MAX_RECORDING_SECONDS,
@@ -49,7 +51,6 @@ _LOGGER = logging.getLogger(__name__)
 
 #: Longest preview text: a few sentences are enough to judge a voice.
 MAX_PREVIEW_CHARS = 500
-DEFAULT_PREVIEW_TEXT = "Hello! This is how I sound when I read your messages aloud."
 #: On SIGTERM a preview still playing gets this long to end, not aiohttp's minute.
 SHUTDOWN_SECONDS = 2.0
 #: Room for the multipart framing and the name field around the file.
@@ -64,6 +65,7 @@ _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 @dataclass(frozen=True)
 class Studio:
     library: VoiceLibrary
+    default: LoadedLanguage  # the default language's, always in memory
     worker: SynthesisWorker
     options: GenerationOptions  # as the Wyoming handler uses them
     recent: RecentRequests
@@ -164,24 +166,30 @@ class _Api:
         self._library = studio.library
 
     async def status(self, request: web.Request) -> web.Response:
-        library = self._library
-        model = library.model
-        cloning = model.engine.has_voice_cloning
+        library, default = self._library, self._studio.default
+        languages = library.languages
+        engine = default.model
+        cloning = engine.has_voice_cloning
+        served = {voice.local: name for name, voice in served_voices(languages).items()}
+        loaded = await loaded_voices(languages)
         return web.json_response({
             "version": __version__,
-            "model": {
-                "name": model.name,
-                "languages": list(model.languages),
-                "quantized": model.engine.quantized,
-                "sample_rate": model.engine.sample_rate,
+            "model": {  # the default language's
+                "name": default.language.resolved.description.name,
+                "languages": list(default.language.resolved.description.languages),
+                "quantized": engine.quantized,
+                "sample_rate": engine.sample_rate,
             },
+            "languages": [
+                self._language(languages[code], served) for code in languages.codes
+            ],
             "voice_cloning": {
                 "available": cloning, "reason": None if cloning else CLONING_UNAVAILABLE
             },
             "voices_folder": None if library.folder is None else str(library.folder),
             "compressed_uploads": can_decode_compressed_audio(),
-            "default_voice": library.voices.default_voice,
-            "loaded_voices": library.voices.loaded,
+            "default_voice": self._served_default(default.language, served),
+            "loaded_voices": sorted(served[voice] for voice in loaded if voice in served),
             "sentence_silence": self._studio.options.sentence_silence,
             # What the server checks, for the page (and any client) to check the same.
             "limits": {
@@ -200,8 +208,27 @@ class _Api:
             ],
         })
 
+    def _language(self, language: Language, served: dict[LanguageVoice, str]) -> dict:
+        library = self._library
+        folder = library.folder_of(language.code)
+        return {
+            "code": language.code,
+            "name": language_name(language.code),
+            "model": language.resolved.description.name,
+            "default": language.code == library.languages.default.code,
+            "loaded": language.code in library.languages.loaded,
+            "default_voice": self._served_default(language, served),
+            "voices_folder": None if folder is None else str(folder),
+            "sample_text": sample_text(language.code),
+        }
+
+    @staticmethod
+    def _served_default(language: Language, served: dict[LanguageVoice, str]) -> str:
+        voice = LanguageVoice(language.code, language.default_voice)
+        return served.get(voice, language.default_voice)
+
     async def voices(self, request: web.Request) -> web.Response:
-        return web.json_response(self._library.listing())
+        return web.json_response(await self._library.listing())
 
     async def add(self, request: web.Request) -> web.Response:
         if not request.content_type.startswith("multipart/"):
@@ -210,15 +237,20 @@ class _Api:
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
             raise StudioError("The form has no `file`.", 400)
-        name = form.get("name")
+        name, language = form.get("name"), form.get("language")
         if name is not None and not isinstance(name, str):
             raise StudioError("`name` must be text.", 400)
+        if language is not None and not isinstance(language, str):
+            raise StudioError("`language` must be text.", 400)
         data = upload.file.read()
         if not data:
             raise StudioError("The file is empty.", 400)
         if len(data) > MAX_UPLOAD_BYTES:  # aiohttp's limit is the whole form's, a bit more
             return _too_large()
-        voice = await self._library.add(name.strip() if name else None, upload.filename, data)
+        voice = await self._library.add(
+            name.strip() if name else None, upload.filename, data,
+            language.strip() if language else None,
+        )
         return web.json_response(voice, status=201)
 
     async def rename(self, request: web.Request) -> web.Response:
@@ -236,18 +268,18 @@ class _Api:
         return web.Response(status=204)
 
     async def preview(self, request: web.Request) -> web.StreamResponse:
-        text = request.query.get("text", DEFAULT_PREVIEW_TEXT)
+        library = self._library
+        voice = library.lookup(request.match_info["name"])
+        text = request.query.get("text", sample_text(voice.language))
         if not text.strip():
             raise StudioError("The preview text is empty.", 400)
         if len(text) > MAX_PREVIEW_CHARS:
             raise StudioError(f"The preview text is over {MAX_PREVIEW_CHARS} characters.", 400)
-        library = self._library
-        return await stream_preview(
-            request, voices=library.voices, worker=self._studio.worker,
-            options=self._studio.options, recent=self._studio.recent,
-            sample_rate=library.model.engine.sample_rate,
-            name=request.match_info["name"], text=text,
-        )
+        async with library.languages.use(voice.language) as language:
+            return await stream_preview(
+                request, language=language, voice=voice, worker=self._studio.worker,
+                options=self._studio.options, recent=self._studio.recent, text=text,
+            )
 
     async def export(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -267,27 +299,29 @@ class _Api:
 
 @asynccontextmanager
 async def serve_studio(
-    args: argparse.Namespace, *, model: PocketTTS, model_name: str, languages: tuple[str, ...],
-    voices: VoiceStore, files: VoiceFiles, worker: SynthesisWorker, options: GenerationOptions,
-    recent: RecentRequests, executor: Executor,
+    args: argparse.Namespace, *, languages: Languages[LoadedLanguage], worker: SynthesisWorker,
+    options: GenerationOptions, recent: RecentRequests, executor: Executor,
 ) -> AsyncIterator[None]:
     """Serve the studio on --http-uri for the duration of the block."""
-    library = VoiceLibrary(
-        voices=voices, files=files, model=Model(model, model_name, languages),
-        folder=args.voices_dir.resolve() if args.voices_dir else None, executor=executor,
-    )
-    app = build_app(Studio(library, worker, options, recent, tuple(args.http_allow)))
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
-    await runner.setup()
-    host, port = args.http_uri
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except OSError as error:
-        await runner.cleanup()
-        _LOGGER.error("Cannot serve the studio on %s:%d: %s", host, port, error.strerror)
-        raise SystemExit(1) from None
-    _LOGGER.info("Studio: serving on http://%s:%d/", host, port)
-    try:
-        yield
-    finally:
-        await runner.cleanup()
+    async with languages.use(languages.default.code) as default:
+        library = VoiceLibrary(
+            languages=languages, folder=args.voices_dir.resolve() if args.voices_dir else None,
+            caches=voice_files(default), executor=executor,
+        )
+        studio = Studio(library, default, worker, options, recent, tuple(args.http_allow))
+        runner = web.AppRunner(
+            build_app(studio), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
+        )
+        await runner.setup()
+        host, port = args.http_uri
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as error:
+            await runner.cleanup()
+            _LOGGER.error("Cannot serve the studio on %s:%d: %s", host, port, error.strerror)
+            raise SystemExit(1) from None
+        _LOGGER.info("Studio: serving on http://%s:%d/", host, port)
+        try:
+            yield
+        finally:
+            await runner.cleanup()

@@ -21,11 +21,26 @@ from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.streaming import FrameStream
 from ..engine.runtime.worker import SynthesisWorker
 from ..recent import RecentRequests
-from ..voices.store import VoiceStore
+from ..speakers import LoadedLanguage
+from .served import StudioVoice
 
 _LOGGER = logging.getLogger(__name__)
 
 UNKNOWN_SIZE = 0xFFFFFFFF
+#: What a voice says when no text is given, in its own language.
+SAMPLE_TEXTS = {
+    "en": "Hello! This is how I sound when I read your messages aloud.",
+    "fr": "Bonjour ! Voici ma voix quand je lis vos messages à haute voix.",
+    "de": "Hallo! So klinge ich, wenn ich Ihre Nachrichten vorlese.",
+    "it": "Ciao! Ecco come suono quando leggo ad alta voce i tuoi messaggi.",
+    "pt": "Olá! É assim que eu soo quando leio as suas mensagens em voz alta.",
+    "es": "¡Hola! Así sueno cuando leo tus mensajes en voz alta.",
+    "nl": "Hallo! Zo klink ik wanneer ik je berichten voorlees.",
+}
+
+
+def sample_text(code: str) -> str:
+    return SAMPLE_TEXTS.get(code, SAMPLE_TEXTS["en"])
 
 
 def streaming_wav_header(sample_rate: int) -> bytes:
@@ -40,15 +55,21 @@ def streaming_wav_header(sample_rate: int) -> bytes:
 
 
 async def stream_preview(
-    request: web.Request, *, voices: VoiceStore, worker: SynthesisWorker,
-    options: GenerationOptions, recent: RecentRequests, sample_rate: int, name: str, text: str,
+    request: web.Request, *, language: LoadedLanguage, voice: StudioVoice,
+    worker: SynthesisWorker, options: GenerationOptions, recent: RecentRequests, text: str,
 ) -> web.StreamResponse:
-    """Speak `text` with the voice `name` into the response. Errors before the first byte
-    (unknown voice, unspeakable text) propagate, for the caller to answer with a status."""
+    """Speak `text` with `voice` and its language's model (in memory: `language`) into the
+    response. Errors before the first byte (unknown voice, unspeakable text) propagate,
+    for the caller to answer with a status."""
     loop = asyncio.get_running_loop()
     received = loop.time()
     samples, first_audio = 0, None
-    async with voices.use(name) as voice, FrameStream(worker, voice, text, options) as frames:
+    sample_rate = language.model.sample_rate
+    name = voice.served
+    async with (
+        language.voices.use(voice.source.name) as state,
+        FrameStream(worker, state, text, options, synthesizer=language.synthesizer) as frames,
+    ):
         response = web.StreamResponse(
             headers={"Content-Type": "audio/wav", "Cache-Control": "no-store"}
         )

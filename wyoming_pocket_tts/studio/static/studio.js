@@ -34,12 +34,12 @@ function element(tag, properties = {}, ...children) {
 // -- status ---------------------------------------------------------------------------
 
 async function refreshStatus() {
-  const status = await api("api/status");
+  showStatus(await api("api/status"));
+}
+
+function showStatus(status) {
   state.status = status;
-  const model = status.model;
-  $("model-line").textContent =
-    `Model ${model.name} (${model.languages.join(", ")}${model.quantized ? ", int8" : ""}) · ` +
-    `version ${status.version} · default voice ${status.default_voice}`;
+  $("model-line").textContent = modelLine(status);
   const cloning = $("cloning-note");
   cloning.hidden = status.voice_cloning.available;
   cloning.textContent = status.voice_cloning.reason || "";
@@ -49,13 +49,66 @@ async function refreshStatus() {
   const canAdd = status.voices_folder !== null;
   $("add-button").disabled = !canAdd;
   $("record").disabled = !canAdd || !status.voice_cloning.available;
+  status.languages.forEach(showLanguage);
+  showLanguageChoice(status.languages);
   applyLimits(status.limits);
   renderRecent(status.recent_requests);
 }
 
+function modelLine(status) {
+  const model = status.model;
+  const int8 = model.quantized ? ", int8" : "";
+  if (status.languages.length === 1) {
+    return `Model ${model.name} (${model.languages.join(", ")}${int8}) · ` +
+      `version ${status.version} · default voice ${status.default_voice}`;
+  }
+  const first = status.languages.find((language) => language.default);
+  return `${status.languages.length} languages, by default ${first.name}${int8} · ` +
+    `version ${status.version} · default voice ${status.default_voice}`;
+}
+
+// Each served language's group of voices, made once (its sentence keeps what the user
+// wrote), its line about the model brought up to date.
+function languageGroup(language) {
+  const found = document.querySelector(`.language[data-language="${language.code}"]`);
+  if (found) return found;
+  const text = element("textarea", {
+    id: `preview-text-${language.code}`, className: "preview-text", rows: 2, lang: language.code,
+    value: language.sample_text,
+  });
+  const group = element("section", { className: "language", dataset: { language: language.code } },
+    element("h3", {}, element("span", { textContent: language.name }), " ",
+      element("span", { className: "about muted" })),
+    element("label", { htmlFor: text.id, textContent: "Sentence to preview" }), text,
+    element("ul", { className: "voices" }),
+  );
+  $("languages").append(group);
+  return group;
+}
+
+function showLanguage(language) {
+  const model = `model ${language.model} · ` + (language.loaded ? "loaded" : "loads when first used");
+  languageGroup(language).querySelector(".about").textContent =
+    language.default ? `${model} · the default language` : model;
+}
+
+// Which language a new voice is for: the default one unless the user picks another.
+function showLanguageChoice(languages) {
+  const select = $("add-language");
+  const codes = languages.map((language) => language.code).join();
+  if (select.dataset.codes !== codes) {
+    select.replaceChildren(...languages.map((language) => element("option", {
+      value: language.code, textContent: `${language.name} (${language.code})`,
+      defaultSelected: language.default, selected: language.default,
+    })));
+    select.dataset.codes = codes;
+  }
+  $("add-language-field").hidden = languages.length < 2;
+}
+
 // The page checks what the server checks, with the server's numbers.
 function applyLimits(limits) {
-  $("preview-text").maxLength = limits.preview_chars;
+  document.querySelectorAll(".preview-text").forEach((text) => { text.maxLength = limits.preview_chars; });
   $("add-name").pattern = limits.name_pattern;
   $("add-name").title = `The name: ${limits.name_rule}.`;
   $("speech-advice").textContent = speechAdvice(limits);
@@ -81,9 +134,11 @@ function renderRecent(records) {
 
 // -- voices ---------------------------------------------------------------------------
 
-async function refreshVoices() {
-  const voices = await api("api/voices");
-  $("voices").replaceChildren(...voices.map(voiceCard));
+function showVoices(voices) {
+  for (const group of document.querySelectorAll(".language")) {
+    const own = voices.filter((voice) => voice.language === group.dataset.language);
+    group.querySelector(".voices").replaceChildren(...own.map(voiceCard));
+  }
 }
 
 function voiceCard(voice) {
@@ -92,7 +147,7 @@ function voiceCard(voice) {
   if (voice.default) badges.push(element("span", { className: "badge default", textContent: "default" }));
   if (voice.loaded) badges.push(element("span", { className: "badge loaded", textContent: "loaded" }));
   const preview = element("button", { type: "button", className: "primary", textContent: "▶ Preview" });
-  preview.addEventListener("click", () => playPreview(voice.name));
+  preview.addEventListener("click", () => playPreview(voice));
   const exported = element("a", { href: `api/voices/${quoted}/export`, download: `${voice.name}.safetensors`, textContent: "Export" });
   const actions = [preview, exported];
   if (voice.editable) {
@@ -102,17 +157,19 @@ function voiceCard(voice) {
     remove.addEventListener("click", () => deleteVoice(voice.name));
     actions.push(rename, remove);
   }
-  return element("li", { className: "voice", dataset: { voice: voice.name } },
+  return element("li", { className: "voice", dataset: { voice: voice.name, language: voice.language } },
     element("div", { className: "title" }, element("span", { className: "name", textContent: voice.name }), ...badges),
-    element("div", { className: "description", textContent: `${voice.description} · ${voice.languages.join(", ")}` }),
+    element("div", { className: "description", textContent: voice.description }),
     element("div", { className: "actions" }, ...actions),
   );
 }
 
-function playPreview(name) {
-  const text = $("preview-text").value.trim();
+// A voice speaks its own language's sentence, with its own language's model.
+function playPreview(voice) {
+  const text = $(`preview-text-${voice.language}`).value.trim();
   if (!text) { say("voices-message", "Write a sentence to preview first.", true); return; }
   const player = $("player");
+  const name = voice.name;
   say("voices-message", `${name} is speaking…`);
   player.src = `api/voices/${encodeURIComponent(name)}/preview?text=${encodeURIComponent(text)}`;
   player.dataset.voice = name;
@@ -152,6 +209,8 @@ async function upload(blob, fileName) {
   form.append("file", blob, fileName);
   const name = $("add-name").value.trim();
   if (name) form.append("name", name);
+  const language = $("add-language").value;
+  if (language) form.append("language", language);
   return api("api/voices", { method: "POST", body: form });
 }
 
@@ -179,10 +238,12 @@ async function addVoice(event) {
     }
     say("add-message", `Added ${voice.name}.`);
     state.recorded = null;
+    const language = $("add-language").value;
     $("add-form").reset();
+    $("add-language").value = language;  // the next voice is likely of the same language
     $("record-state").textContent = "";
     await refreshAll();
-    playPreview(voice.name);
+    playPreview(voice);
   } catch (error) {
     say("add-message", error.message, true);
   } finally {
@@ -276,7 +337,9 @@ async function toggleRecording() {
 
 async function refreshAll() {
   try {
-    await Promise.all([refreshStatus(), refreshVoices()]);
+    const [status, voices] = await Promise.all([api("api/status"), api("api/voices")]);
+    showStatus(status);  // first: it makes the languages' groups
+    showVoices(voices);
   } catch (error) {
     say("voices-message", `Cannot reach the server: ${error.message}`, true);
   }
