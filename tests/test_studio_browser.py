@@ -20,7 +20,12 @@ import soundfile
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
-from tests.support.studio_server import StudioServer, start_studio_server
+from tests.support.studio_server import (
+    StudioServer,
+    french_model,
+    start_bilingual_studio,
+    start_studio_server,
+)
 from tests.support.voices_audio import speech_like_signal
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -88,6 +93,9 @@ def test_add_hear_and_delete_a_voice_in_the_browser(studio, browser, tmp_path):
     default = page.locator('li[data-voice="voice"]')
     default.locator(".badge.default").wait_for()
     assert "Model model-english" in page.locator("#model-line").inner_text()
+    # One language: one group of voices, and no language to choose for a new one.
+    assert page.locator(".language").count() == 1
+    assert page.locator("#add-language").is_hidden()
 
     page.set_input_files("#add-file", recording_file(tmp_path / "Kitchen Test.wav"))
     assert page.input_value("#add-name") == "kitchen_test"  # suggested from the file name
@@ -154,7 +162,8 @@ def test_the_page_takes_its_limits_from_the_server(studio, browser):
     page.locator("#record:enabled").wait_for()  # the status has come
     shortest, longest = limits["recommended_seconds"]
     assert page.inner_text("#speech-advice") == f"{shortest:g} to {longest:g} s"
-    assert page.locator("#preview-text").evaluate("e => e.maxLength") == limits["preview_chars"]
+    sentence = page.locator('.language[data-language="en"] textarea')
+    assert sentence.evaluate("e => e.maxLength") == limits["preview_chars"]
     # The browser reads the server's name pattern as the server does.
     for name, valid in (("my-voice_2", True), ("a" * 49, False), ("-a", False)):
         page.fill("#add-name", name)
@@ -253,4 +262,60 @@ def test_the_page_works_under_the_ingress_path(studio, browser):
     page.locator('li[data-voice="voice"] .badge.default').wait_for()
     assert "Model model-english" in page.locator("#model-line").inner_text()
     assert outside == []
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def bilingual(tmp_path_factory, models_dir, tokenizer_dir, tiny_model, voice_wav, other_voice_wav):
+    """English in the voices folder (alba), French in its fr/ subfolder (estelle)."""
+    voices = tmp_path_factory.mktemp("bilingual-voices")
+    (voices / "fr").mkdir()
+    shutil.copy(voice_wav, voices / "alba.wav")
+    shutil.copy(other_voice_wav, voices / "fr" / "estelle.wav")
+    server = start_bilingual_studio(
+        tmp_path_factory.mktemp("bilingual"), tiny_model, french_model(models_dir, tokenizer_dir),
+        "--voices-dir", str(voices), "--eos-threshold", "-1000",
+    )
+    yield server, voices
+    server.stop()
+
+
+def test_two_languages_two_groups_and_a_french_voice_added(bilingual, browser, tmp_path):
+    studio, voices = bilingual
+    french = studio.api("GET", "api/status").json()["languages"][1]
+    page = browser.new_page(viewport={"width": 1000, "height": 1000})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    english_group = page.locator('.language[data-language="en"]')
+    french_group = page.locator('.language[data-language="fr"]')
+    french_group.locator('li[data-voice="estelle"] .badge.default').wait_for()
+    english_group.locator('li[data-voice="alba"] .badge.default').wait_for()
+    assert page.locator(".language").count() == 2
+    assert "French" in french_group.locator("h3").inner_text()
+    assert french_group.locator("textarea").input_value() == french["sample_text"]
+    # A new voice is for the default language unless another one is chosen.
+    assert page.input_value("#add-language") == "en"
+
+    page.select_option("#add-language", "fr")
+    page.set_input_files("#add-file", recording_file(tmp_path / "Chanson.wav"))
+    page.click("#add-button")
+    page.locator("#add-message", has_text="Added chanson").wait_for()
+    card = french_group.locator('li[data-voice="chanson"]')
+    card.wait_for()
+    assert (voices / "fr" / "chanson.wav").is_file()
+    assert page.input_value("#add-language") == "fr"  # kept for the next voice
+    # Its preview speaks the French group's sentence, with the French model.
+    page.wait_for_function(
+        "() => { const p = document.getElementById('player');"
+        " return p.src.includes('chanson') && (p.currentTime > 0 || p.ended); }"
+    )
+    page.wait_for_function(PREVIEW_ENDED)
+    recent = studio.api("GET", "api/status").json()["recent_requests"][0]
+    assert (recent["voice"], recent["chars"]) == ("chanson", len(french["sample_text"]))
+    assert "Loaded the fr model" in studio.log()
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    card.get_by_role("button", name="Delete").click()
+    card.wait_for(state="detached")
+    assert not (voices / "fr" / "chanson.wav").exists()
     page.close()

@@ -18,8 +18,8 @@ import soundfile
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
-from tests.support.reference_model import BuiltModel, build_model
-from tests.support.studio_server import StudioServer, start_studio_server
+from tests.support.reference_model import BuiltModel
+from tests.support.studio_server import StudioServer, french_model, start_bilingual_studio
 from tests.support.voices_audio import speech_like_signal
 from wyoming_pocket_tts.engine.model.voice import read_voice_metadata
 from wyoming_pocket_tts.engine.pcm import pcm16
@@ -37,11 +37,7 @@ OPTIONS = GenerationOptions(temperature=0.0)
 def models(
     models_dir: Path, tokenizer_dir: Path, tiny_model: BuiltModel
 ) -> dict[str, BuiltModel]:
-    return {
-        "en": tiny_model,
-        "fr": build_model(models_dir / "tiny_fr", base="french", tiny=True, seed=1,
-                          tokenizer_dir=tokenizer_dir),
-    }
+    return {"en": tiny_model, "fr": french_model(models_dir, tokenizer_dir)}
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +54,8 @@ def voices_dir(tmp_path_factory, voice_wav: Path, other_voice_wav: Path) -> Path
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory, models, voices_dir: Path) -> Iterator[StudioServer]:
-    server = start_studio_server(
-        tmp_path_factory.mktemp("studio-languages"), models["en"].config_path,
-        "--model", f"en={models['en'].config_path}", "--model", f"fr={models['fr'].config_path}",
+    server = start_bilingual_studio(
+        tmp_path_factory.mktemp("studio-languages"), models["en"], models["fr"],
         "--voices-dir", str(voices_dir), "--temperature", "0",
     )
     yield server

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import requests
 
+from tests.support.reference_model import BuiltModel, build_model
 from tests.support.server import REPO, TIMEOUT, ServerProcess, free_port
 
 
@@ -59,3 +60,20 @@ def start_studio_server(directory: Path, config_path: Path, *args: str) -> Studi
             raise RuntimeError(f"the server did not start:\n{server.log()}")
         time.sleep(0.05)
     return server
+
+
+def french_model(models_dir: Path, tokenizer_dir: Path) -> BuiltModel:
+    """A tiny random-weight French model, built once per session's models folder."""
+    return build_model(
+        models_dir / "tiny_fr", base="french", tiny=True, seed=1, tokenizer_dir=tokenizer_dir
+    )
+
+
+def start_bilingual_studio(
+    directory: Path, english: BuiltModel, french: BuiltModel, *args: str
+) -> StudioServer:
+    """A studio server speaking English (the default) and French."""
+    return start_studio_server(
+        directory, english.config_path,
+        "--model", f"en={english.config_path}", "--model", f"fr={french.config_path}", *args,
+    )
