@@ -118,8 +118,10 @@ def library(model, tiny_model, english, folder, loads, tmp_path) -> Iterator[Voi
     with ThreadPoolExecutor(1) as executor:
         languages = Languages(
             [
-                Language("en", english, lambda: scan_voices_dir(folder), "none"),
-                Language("fr", french, lambda: scan_voices_dir(folder / "fr"), "none"),
+                Language("en", english, lambda: scan_voices_dir(folder), "none", folder),
+                Language(
+                    "fr", french, lambda: scan_voices_dir(folder / "fr"), "none", folder / "fr"
+                ),
             ],
             load=load, max_loaded=2, native=lambda code, source: True, executor=executor,
         )

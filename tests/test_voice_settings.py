@@ -31,7 +31,7 @@ def test_renaming_and_forgetting_follow_the_voice(tmp_path) -> None:
 @pytest.mark.parametrize("speed", [0.49, 2.01, float("nan"), float("inf")])
 def test_a_speed_out_of_range_is_refused(tmp_path, speed: float) -> None:
     settings = VoiceSettings(tmp_path)
-    with pytest.raises(ValueError, match="between 0.5 and 2.0"):
+    with pytest.raises(ValueError, match=r"between 0\.5 and 2\.0"):
         settings.set_speed("alba", speed)
     assert not (tmp_path / SETTINGS_FILE).exists()
 

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from .language_detection import LanguageDetector
@@ -45,7 +46,10 @@ class Language:
     resolved: ResolvedModel
     voices: Callable[[], Mapping[str, VoiceSource]]  # rescanned on every call
     default_voice: str
-    settings: VoiceSettings | None = None  # what the user set per voice, with its folder
+    # Its custom voices' folder: the default language's is --voices-dir itself, another's
+    # the subfolder named by its code (voices/fr/); None: it has none.
+    folder: Path | None = None
+    settings: VoiceSettings | None = None  # what the user set per voice, in that folder
 
 
 @dataclass(eq=False)

@@ -149,7 +149,7 @@ def _language(resolved: resolve.ResolvedModel, config: ServerConfig, first: bool
     sources = resolve.voice_sources(resolved.entry, folder, explicit)
     default_voice = resolve.default_voice(config.voice if first else None, resolved, sources())
     settings = VoiceSettings(folder) if folder is not None else None
-    return Language(code, resolved, sources, default_voice, settings)
+    return Language(code, resolved, sources, default_voice, folder, settings)
 
 
 def _native(served: Sequence[resolve.ResolvedModel], code: str, source: VoiceSource) -> bool:

@@ -42,7 +42,6 @@ from .served import (
     loaded_voices,
     served_voices,
     voice_files,
-    voices_folder,
 )
 from .uploads import FileKind, Recording, StudioError, as_wav, decode, prepare, sniff
 
@@ -87,7 +86,8 @@ class VoiceLibrary:
         self._changing = asyncio.Lock()  # one add, rename or delete at a time
 
     def folder_of(self, code: str) -> Path | None:
-        return voices_folder(self.folder, self.languages, code)
+        folder = self.languages[code].folder
+        return folder.resolve() if folder is not None else None
 
     # -- reading ------------------------------------------------------------------
 

@@ -1,6 +1,5 @@
 """The served languages as the studio sees them: each voice under the one name it is
-served by, each language's voices folder, and a language's model only while it is in
-memory.
+served by, and a language's model only while it is in memory.
 
 Listing, renaming and deleting voices never load a model: a language whose model is
 not in memory has no voice loaded or speaking, and renaming or deleting its files
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import resolve
 from ..catalog import load_catalog
@@ -42,17 +40,6 @@ def served_voices(languages: Languages[LoadedLanguage]) -> dict[str, StudioVoice
         name: StudioVoice(name, voice.language, source)
         for name, (voice, source) in languages.voice_sources().items()
     }
-
-
-def voices_folder(
-    base: Path | None, languages: Languages[LoadedLanguage], code: str
-) -> Path | None:
-    """Where a language's custom voices are, as the server finds them: the default
-    language's in the voices folder itself, another's in its subfolder named by its
-    code (voices/fr/)."""
-    if base is None or code == languages.default.code:
-        return base
-    return base / code
 
 
 @asynccontextmanager
