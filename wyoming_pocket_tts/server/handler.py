@@ -55,7 +55,6 @@ from ..engine.errors import EngineError, TextError
 from ..engine.pcm import CHANNELS, SAMPLE_WIDTH
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.streaming import FrameStream, Worker
-from ..engine.tempo import TempoStream
 from ..normalize.spoken import Silence, SpokenRequest, SpokenText, TextOptions, spoken
 from ..recent import RecentRequests
 from ..speakers import Speaker
@@ -620,22 +619,17 @@ class PocketTTSEventHandler(AsyncEventHandler):
         self, speaker: Speaker, piece: SpokenText, report: RequestReport, out: _AudioOut
     ) -> None:
         """Send the job's frames as they come, at the piece's speaking rate."""
-        tempo = None if piece.rate == 1.0 else TempoStream(piece.rate, out.rate)
         stream = FrameStream(
             self._worker, speaker.voice, piece.text, self._settings.options, self.peer,
-            synthesizer=speaker.synthesizer,
+            synthesizer=speaker.synthesizer, speed=piece.rate, sample_rate=out.rate,
         )
         async with stream:
             self._frames = stream
             try:
                 async for frames in stream:
-                    if tempo is not None:
-                        frames = [tempo.push(frame) for frame in frames]
                     await self._send_audio(out, frames, report)
             finally:
                 self._frames = None
-        if tempo is not None:
-            await self._send_audio(out, [tempo.flush()], report)
         if stream.stopped:
             report.end("cut short: the server is stopping")
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..tempo import TempoStream
 from .options import DEFAULT_OPTIONS, GenerationOptions
 
 _LOGGER = logging.getLogger(__name__)
@@ -62,10 +63,12 @@ class FrameStream:
     def __init__(
         self, worker: Worker, voice: Any, text: str,
         options: GenerationOptions = DEFAULT_OPTIONS, name: str = "synthesis",
-        synthesizer: Any = None,
+        synthesizer: Any = None, speed: float = 1.0, sample_rate: int = 24000,
     ) -> None:
         self._worker, self._voice, self._text, self._options = worker, voice, text, options
         self._synthesizer = synthesizer
+        # Another speaking rate than the model's: frames are time-scaled as they come.
+        self._tempo = None if speed == 1.0 else TempoStream(speed, sample_rate)
         self._name = name  # who it is for, in log lines
         self._ready = asyncio.Event()
         # The job once stopped before its end, until the worker has dropped it. Only then
@@ -123,6 +126,12 @@ class FrameStream:
     def stopped(self) -> bool:
         return self._stopped
 
+    def _at_speed(self, frames: list[np.ndarray]) -> list[np.ndarray]:
+        if self._tempo is None or not frames:
+            return frames
+        scaled = [self._tempo.push(frame) for frame in frames]
+        return [frame for frame in scaled if len(frame)]
+
     def __aiter__(self) -> AsyncIterator[list[np.ndarray]]:
         return self
 
@@ -133,13 +142,17 @@ class FrameStream:
             job.passed_on()
         while not self._stopped:
             finished = job.done  # read before take(): frames precede `done`
-            frames = job.take()
+            frames = self._at_speed(job.take())
             if frames:
                 self._handed_out = True
                 return frames
             if finished:
                 if job.error is not None:
                     raise job.error
+                rest = self._tempo.flush() if self._tempo is not None else None
+                self._tempo = None
+                if rest is not None and len(rest):
+                    return [rest]
                 break
             await self._ready.wait()  # the worker's next delivery, its end, or stop()
             self._ready.clear()
