@@ -250,3 +250,18 @@ def test_preload_model_loads_a_language_at_start_up(tmp_path: Path, models, voic
         assert "Loaded the de model" in server.log().split("Ready")[0]
     finally:
         server.stop()
+
+
+def test_a_missing_model_of_another_language_stops_start_up_clearly(
+    tmp_path: Path, models, voices: Path
+) -> None:
+    """Every language's files are found before serving: a missing one is one line."""
+    missing = tmp_path / "nowhere.yaml"
+    server = launch(
+        tmp_path, models["en"], "--model", f"en={models['en'].config_path}",
+        "--model", f"fr={missing}", "--voices-dir", str(voices), wait=False,
+    )
+    assert server.process.wait(timeout=120) == 1
+    log = server.log()
+    assert "nowhere.yaml" in log and "Traceback" not in log
+    assert "Ready" not in log
