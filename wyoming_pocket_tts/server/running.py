@@ -124,7 +124,7 @@ async def run_server(
         connections = Connections(handler, info, config.max_connections)
         async with studio.serving(
             config.studio, languages=languages, worker=worker, options=settings.options,
-            recent=recent, executor=voice_encoder,
+            text=settings.text, recent=recent, executor=voice_encoder,
         ):
             if not await _unless_worker_dies(
                 listen(config, connections, default.voices.default_voice), worker_died

@@ -28,15 +28,18 @@ from ..engine.errors import EngineError
 from ..engine.model.audio import MAX_PROMPT_SECONDS
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.worker import SynthesisWorker
+from ..engine.tempo import MAX_SPEED, MIN_SPEED
 from ..languages import Language, Languages
+from ..normalize.spoken import TextOptions
 from ..recent import RecentRequests
 from ..speakers import LoadedLanguage
 from ..voices.names import LanguageVoice
 from ..voices.store import UnknownVoiceError
 from .library import CLONING_UNAVAILABLE, NAME_PATTERN, NAME_RULE, VoiceLibrary
 from .options import Network
-from .preview import sample_text, stream_preview
+from .preview import as_spoken, sample_text, stream_preview
 from .served import language_name, loaded_voices, served_voices, voice_files
+from .speeds import requested_speed
 from .uploads import (
     DECODED_SECONDS,
     MAX_RECORDING_SECONDS,
@@ -68,6 +71,7 @@ class Studio:
     default: LoadedLanguage  # the default language's, always in memory
     worker: SynthesisWorker
     options: GenerationOptions  # as the Wyoming handler uses them
+    text: TextOptions  # how the Wyoming handler reads a request's text
     recent: RecentRequests
     allowed: tuple[Network, ...]
 
@@ -83,7 +87,7 @@ def build_app(studio: Studio) -> web.Application:
     app.router.add_get("/api/status", api.status)
     app.router.add_get("/api/voices", api.voices)
     app.router.add_post("/api/voices", api.add)
-    app.router.add_patch("/api/voices/{name}", api.rename)
+    app.router.add_patch("/api/voices/{name}", api.change)
     app.router.add_delete("/api/voices/{name}", api.delete)
     app.router.add_get("/api/voices/{name}/preview", api.preview)
     app.router.add_get("/api/voices/{name}/export", api.export)
@@ -191,6 +195,8 @@ class _Api:
             "default_voice": self._served_default(default.language, served),
             "loaded_voices": sorted(served[voice] for voice in loaded if voice in served),
             "sentence_silence": self._studio.options.sentence_silence,
+            "normalize": self._studio.text.normalize,
+            "speed": self._studio.text.speed,  # a voice's, unless it has its own
             # What the server checks, for the page (and any client) to check the same.
             "limits": {
                 "upload_bytes": MAX_UPLOAD_BYTES,
@@ -202,6 +208,7 @@ class _Api:
                 "preview_chars": MAX_PREVIEW_CHARS,
                 "name_pattern": NAME_PATTERN.pattern,
                 "name_rule": NAME_RULE,
+                "speed": [MIN_SPEED, MAX_SPEED],
             },
             "recent_requests": [
                 record.as_json() for record in self._studio.recent.newest_first()
@@ -253,15 +260,26 @@ class _Api:
         )
         return web.json_response(voice, status=201)
 
-    async def rename(self, request: web.Request) -> web.Response:
+    async def change(self, request: web.Request) -> web.Response:
+        """Rename a voice (`name`), set its own speaking rate (`speed`), or both: the
+        body is checked whole before anything changes."""
+        usage = 'Send JSON: {"name": "new name"} to rename, {"speed": 1.25} or {"speed": null}.'
         try:
             body = await request.json()
         except ValueError:
-            raise StudioError('Send JSON: {"name": "new name"}.', 400) from None
-        new_name = body.get("name") if isinstance(body, dict) else None
-        if not isinstance(new_name, str):
-            raise StudioError('Send JSON: {"name": "new name"}.', 400)
-        return web.json_response(await self._library.rename(request.match_info["name"], new_name))
+            raise StudioError(usage, 400) from None
+        if not isinstance(body, dict) or not body or body.keys() - {"name", "speed"}:
+            raise StudioError(usage, 400)
+        if "name" in body and not isinstance(body["name"], str):
+            raise StudioError(usage, 400)
+        speed = requested_speed(body.get("speed"))
+        name = request.match_info["name"]
+        if "name" in body:
+            renamed = await self._library.rename(name, body["name"])
+            if "speed" not in body:
+                return web.json_response(renamed)
+            name = renamed["name"]
+        return web.json_response(await self._library.set_speed(name, speed))
 
     async def delete(self, request: web.Request) -> web.Response:
         await self._library.delete(request.match_info["name"])
@@ -275,10 +293,11 @@ class _Api:
             raise StudioError("The preview text is empty.", 400)
         if len(text) > MAX_PREVIEW_CHARS:
             raise StudioError(f"The preview text is over {MAX_PREVIEW_CHARS} characters.", 400)
+        speech = as_spoken(text, voice.language, self._studio.text, library.speed_of(voice))
         async with library.languages.use(voice.language) as language:
             return await stream_preview(
                 request, language=language, voice=voice, worker=self._studio.worker,
-                options=self._studio.options, recent=self._studio.recent, text=text,
+                options=self._studio.options, recent=self._studio.recent, speech=speech,
             )
 
     async def export(self, request: web.Request) -> web.Response:
@@ -300,7 +319,7 @@ class _Api:
 @asynccontextmanager
 async def serve_studio(
     args: argparse.Namespace, *, languages: Languages[LoadedLanguage], worker: SynthesisWorker,
-    options: GenerationOptions, recent: RecentRequests, executor: Executor,
+    options: GenerationOptions, text: TextOptions, recent: RecentRequests, executor: Executor,
 ) -> AsyncIterator[None]:
     """Serve the studio on --http-uri for the duration of the block."""
     async with languages.use(languages.default.code) as default:
@@ -308,7 +327,9 @@ async def serve_studio(
             languages=languages, folder=args.voices_dir.resolve() if args.voices_dir else None,
             caches=voice_files(default), executor=executor,
         )
-        studio = Studio(library, default, worker, options, recent, tuple(args.http_allow))
+        studio = Studio(
+            library, default, worker, options, text, recent, tuple(args.http_allow)
+        )
         runner = web.AppRunner(
             build_app(studio), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
         )

@@ -14,6 +14,10 @@ event loop only moves small files.
 An upload is decoded, and encoded or loaded by its language's model, once, before its
 file is written: the voice then goes to that language's voice store as loaded, and a
 recording's encoding to its cache, so nothing is read back from the folder.
+
+A voice's own speaking rate is kept in its language's settings (voices/settings.py),
+under its name in that language: it follows the voice when renamed, goes when it is
+deleted, and travels in its exported file.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import asyncio
 import os
 import re
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,6 +38,7 @@ from ..languages import Languages
 from ..speakers import LoadedLanguage
 from ..voices.files import MODEL_KEY, VoiceFiles, model_identity
 from ..voices.names import LanguageVoice
+from ..voices.settings import VoiceSettings
 from ..voices.store import AUDIO_SUFFIXES, STATE_SUFFIX, UnknownVoiceError, VoiceKind
 from .served import (
     StudioVoice,
@@ -43,6 +48,7 @@ from .served import (
     served_voices,
     voice_files,
 )
+from .speeds import file_speed, with_speed
 from .uploads import FileKind, Recording, StudioError, as_wav, decode, prepare, sniff
 
 #: A new voice's name: what Home Assistant shows and sends back, and a file name. The
@@ -120,7 +126,13 @@ class VoiceLibrary:
             "default": source.name == language.default_voice,
             "loaded": voice.local in loaded,
             "editable": self._editable(voice),
+            "speed": self.speed_of(voice),
         }
+
+    def speed_of(self, voice: StudioVoice) -> float | None:
+        """The voice's own speaking rate; None: the server's."""
+        settings = self.languages[voice.language].settings
+        return None if settings is None else settings.speed(voice.source.name)
 
     def _editable(self, voice: StudioVoice) -> bool:
         """A file of its language's voices folder (not a predefined voice, nor a --voice file)."""
@@ -133,8 +145,12 @@ class VoiceLibrary:
         )
 
     async def export(self, name: str) -> bytes:
-        """The voice's state in the reference's .safetensors format."""
+        """The voice's state in the reference's .safetensors format, with its own speaking
+        rate in its metadata if it has one."""
         voice = self.lookup(name)
+        return with_speed(await self._state_file(voice), self.speed_of(voice))
+
+    async def _state_file(self, voice: StudioVoice) -> bytes:
         if voice.source.kind is VoiceKind.STATE:
             return await asyncio.to_thread(voice.source.checked_path().read_bytes)
         try:
@@ -153,10 +169,18 @@ class VoiceLibrary:
         self, name: str | None, filename: str, data: bytes, language: str | None = None
     ) -> dict:
         """A new voice of `language` (default: the default language's) from a recording
-        (cloned) or a voice file (checked), loaded by that language's model."""
+        (cloned) or a voice file (checked), loaded by that language's model; a voice file
+        that carries a speaking rate gives it to the voice. The voice as listed, with a
+        `warning` if the file's rate was not one and was ignored."""
         code = self._served_code(language)
         folder = self._folder(code)
         kind = sniff(data)
+        speed, warning = None, None
+        if kind is FileKind.VOICE_STATE:
+            try:
+                speed = file_speed(data)
+            except ValueError as error:
+                warning = str(error)
         name = self._new_name(name or suggest_name(filename, set(self._taken())), folder)
         async with self.languages.use(code) as loaded:
             files = voice_files(loaded)
@@ -184,6 +208,18 @@ class VoiceLibrary:
                 loaded.voices.keep(loaded.voices.lookup(name), voice)
                 if kind is not FileKind.VOICE_STATE:  # under the lock: no rename or delete yet
                     await asyncio.to_thread(files.cache, path, voice, content)
+                # Also clears a rate left under this name by a voice removed by hand.
+                await self._keep_speed(code, name, speed)
+        described = await self.describe(name)
+        return described if warning is None else {**described, "warning": warning}
+
+    async def set_speed(self, name: str, speed: float | None) -> dict:
+        """Keep `speed` (checked) as the voice's own speaking rate, None: the server's.
+        Any voice can have one, a predefined one too: it is kept in its language's
+        voices folder, which the server needs."""
+        async with self._changing:
+            voice = self.lookup(name)
+            await self._keep_speed(voice.language, voice.source.name, speed)
         return await self.describe(name)
 
     async def rename(self, name: str, new_name: str) -> dict:
@@ -202,6 +238,8 @@ class VoiceLibrary:
                     path.unlink()
             except OSError as error:
                 raise StudioError(f"Cannot rename {name}: {error.strerror}", 507) from None
+            settings = self._settings(voice.language)
+            await self._write_settings(settings, settings.rename, voice.source.name, new_name)
         async with in_memory(self.languages, voice.language) as loaded:
             if loaded is not None:  # loaded again, as it was
                 try:
@@ -219,6 +257,7 @@ class VoiceLibrary:
                     path.unlink(missing_ok=True)
             except OSError as error:
                 raise StudioError(f"Cannot delete {name}: {error.strerror}", 507) from None
+            await self._keep_speed(voice.language, voice.source.name, None)
 
     @asynccontextmanager
     async def _change(self, name: str) -> AsyncIterator[tuple[StudioVoice, Path]]:
@@ -234,6 +273,24 @@ class VoiceLibrary:
                 yield voice, folder
                 if loaded is not None:
                     loaded.voices.forget(voice.source.name)
+
+    async def _keep_speed(self, code: str, name: str, speed: float | None) -> None:
+        """Keep `speed` for the voice `name` of language `code`, writing the settings
+        only if that changes them: a folder gets a settings file once a rate is set."""
+        settings = self._settings(code)
+        if settings.speed(name) != speed:
+            await self._write_settings(settings, settings.set_speed, name, speed)
+
+    @staticmethod
+    async def _write_settings(
+        settings: VoiceSettings, change: Callable[..., None], *args: object
+    ) -> None:
+        try:
+            await asyncio.to_thread(change, *args)
+        except OSError as error:
+            raise StudioError(
+                f"Cannot write {settings.path}: {error.strerror or error}", 507
+            ) from None
 
     def _drop_caches(self, path: Path) -> None:
         """The cached encodings of a recording, for every model."""
@@ -262,6 +319,15 @@ class VoiceLibrary:
                 "voices.", 409,
             )
         return folder
+
+    def _settings(self, code: str) -> VoiceSettings:
+        settings = self.languages[code].settings
+        if settings is None:
+            raise StudioError(
+                "This server has no voices folder, where a voice's speed is kept: start it "
+                "with --voices-dir FOLDER.", 409,
+            )
+        return settings
 
     def _taken(self) -> dict[str, str]:
         """Every name a voice has, served or in its own language, with the language of

@@ -4,7 +4,9 @@ The WAV header goes out first with its sizes unknown (the largest values, as a l
 stream has them, which browsers play), then each frame the engine decodes, in
 chunked transfer encoding, so playback starts after the first frame. As in the
 Wyoming handler, the event loop only passes frames on (`FrameStream`); a listener
-who goes away cancels the job.
+who goes away cancels the job. The text is read as the server reads a request for the
+voice: normalised in its language, at its own speed, so the preview is what Home
+Assistant will hear.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -20,6 +23,7 @@ from ..engine.pcm import CHANNELS, SAMPLE_WIDTH, pcm16
 from ..engine.runtime.options import GenerationOptions
 from ..engine.runtime.streaming import FrameStream
 from ..engine.runtime.worker import SynthesisWorker
+from ..normalize.spoken import SpokenText, TextOptions, spoken
 from ..recent import RecentRequests
 from ..speakers import LoadedLanguage
 from .served import StudioVoice
@@ -43,6 +47,18 @@ def sample_text(code: str) -> str:
     return SAMPLE_TEXTS.get(code, SAMPLE_TEXTS["en"])
 
 
+def as_spoken(
+    text: str, language: str, options: TextOptions, voice_speed: float | None
+) -> SpokenText:
+    """`text` as the server says it with a voice of `language` (see normalize/spoken.py):
+    read with the server's options, at the voice's own speed if it has one."""
+    if voice_speed is not None:
+        options = replace(options, speed=voice_speed)
+    (piece,) = spoken(text, language, options).pieces  # plain text is one piece
+    assert isinstance(piece, SpokenText)
+    return piece
+
+
 def streaming_wav_header(sample_rate: int) -> bytes:
     """A 16-bit mono PCM WAV header whose RIFF and data sizes are left unknown."""
     block = CHANNELS * SAMPLE_WIDTH
@@ -56,11 +72,12 @@ def streaming_wav_header(sample_rate: int) -> bytes:
 
 async def stream_preview(
     request: web.Request, *, language: LoadedLanguage, voice: StudioVoice,
-    worker: SynthesisWorker, options: GenerationOptions, recent: RecentRequests, text: str,
+    worker: SynthesisWorker, options: GenerationOptions, recent: RecentRequests,
+    speech: SpokenText,
 ) -> web.StreamResponse:
-    """Speak `text` with `voice` and its language's model (in memory: `language`) into the
-    response. Errors before the first byte (unknown voice, unspeakable text) propagate,
-    for the caller to answer with a status."""
+    """Speak `speech` at its rate with `voice` and its language's model (in memory:
+    `language`) into the response. Errors before the first byte (unknown voice,
+    unspeakable text) propagate, for the caller to answer with a status."""
     loop = asyncio.get_running_loop()
     received = loop.time()
     samples, first_audio = 0, None
@@ -68,7 +85,10 @@ async def stream_preview(
     name = voice.served
     async with (
         language.voices.use(voice.source.name) as state,
-        FrameStream(worker, state, text, options, synthesizer=language.synthesizer) as frames,
+        FrameStream(
+            worker, state, speech.text, options, synthesizer=language.synthesizer,
+            speed=speech.rate, sample_rate=sample_rate,
+        ) as frames,
     ):
         response = web.StreamResponse(
             headers={"Content-Type": "audio/wav", "Cache-Control": "no-store"}
@@ -88,7 +108,7 @@ async def stream_preview(
             _LOGGER.warning("Preview of %s failed: %s", name, error)
         finally:
             recent.add(
-                "preview", name, len(text), samples / sample_rate,
+                "preview", name, len(speech.text), samples / sample_rate,
                 None if first_audio is None else first_audio - received, loop.time() - received,
             )
         await response.write_eof()
