@@ -440,6 +440,14 @@ def test_only_allowed_addresses_and_no_folder(tmp_path, tiny_model, voice_wav):
         response = connection.getresponse()
         assert response.status == 409
         assert "--voices-dir" in json.loads(response.read())["error"]
+        # Nor can a voice keep a speed of its own: it would be kept in that folder.
+        connection.request(
+            "PATCH", "/api/voices/voice", body=json.dumps({"speed": 1.5}),
+            headers={"Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        assert response.status == 409
+        assert "--voices-dir" in json.loads(response.read())["error"]
         connection.close()
     finally:
         server.stop()
