@@ -11,15 +11,17 @@ import asyncio
 import io
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import soundfile
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
+from tests.support.server import synthesize
 from tests.support.studio_server import (
     StudioServer,
     french_model,
@@ -31,6 +33,7 @@ from tests.support.voices_audio import speech_like_signal
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT_MS = 120_000
 PREVIEW_ENDED = "document.getElementById('player').ended"
+T = TypeVar("T")
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason="needs Chromium: apt-get install chromium"
@@ -74,6 +77,12 @@ def recording_file(path: Path) -> Path:
     return path
 
 
+def run_elsewhere(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Playwright's synchronous API runs an event loop on this thread: run on another."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 def wyoming_voices(studio: StudioServer) -> list[str]:
     async def describe() -> list[str]:
         async with AsyncTcpClient("127.0.0.1", studio.wyoming_port) as client:
@@ -81,9 +90,7 @@ def wyoming_voices(studio: StudioServer) -> list[str]:
             event = await client.read_event()
         return [voice.name for voice in Info.from_event(event).tts[0].voices]
 
-    # Playwright's synchronous API runs an event loop on this thread: ask from another.
-    with ThreadPoolExecutor(1) as thread:
-        return thread.submit(asyncio.run, describe()).result()
+    return run_elsewhere(describe())
 
 
 def test_add_hear_and_delete_a_voice_in_the_browser(studio, browser, tmp_path):
@@ -132,9 +139,53 @@ def test_the_page_fits_a_phone(studio, browser):
     page.locator('li[data-voice="voice"]').wait_for()
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, "the page scrolls sideways on a phone"
+    slider = page.locator('li[data-voice="voice"] .speed input').bounding_box()
+    assert slider is not None and slider["width"] >= 80, "the speed is hard to set on a phone"
     # Preview from a phone: the button is there and plays.
     page.locator('li[data-voice="voice"]').get_by_role("button", name="Preview").click()
     page.wait_for_function(PREVIEW_ENDED)
+
+
+def heard_seconds(page, card) -> float:
+    """Play the card's preview to its end: how long it played."""
+    card.get_by_role("button", name="Preview").click()
+    page.wait_for_function(PREVIEW_ENDED)
+    assert page.evaluate("document.getElementById('player').error") is None
+    return page.evaluate("document.getElementById('player').currentTime")
+
+
+def wyoming_samples(studio: StudioServer, voice: str) -> int:
+    """How long Home Assistant's request with the voice is, in samples."""
+    audio = run_elsewhere(synthesize(studio, "Turn the lights on.", voice))
+    return sum(len(chunk.audio) for chunk in audio.chunks) // 2
+
+
+def test_a_speed_set_in_the_page_is_heard_in_previews_and_home_assistant(studio, browser):
+    limits = studio.api("GET", "api/status").json()["limits"]
+    page = browser.new_page(viewport={"width": 1000, "height": 1000})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(studio.url)
+    card = page.locator('li[data-voice="voice"]')
+    speed = card.locator(".speed input")
+    speed.wait_for()
+    assert [float(speed.get_attribute(key) or "") for key in ("min", "max")] == limits["speed"]
+    assert "server's" in card.locator(".speed output").inner_text()
+    assert card.get_by_role("button", name="Reset").is_disabled()
+    seconds, samples = heard_seconds(page, card), wyoming_samples(studio, "voice")
+
+    speed.fill("1.5")  # as the slider is let go at 1.5
+    times = "\N{MULTIPLICATION SIGN}"
+    page.locator("#voices-message", has_text=f"voice speaks at 1.5{times}").wait_for()
+    assert card.locator(".speed output").inner_text() == f"1.50{times}"
+    assert studio.api("GET", "api/voices").json()[0]["speed"] == 1.5
+    assert heard_seconds(page, card) == pytest.approx(seconds / 1.5, rel=0.02)
+    assert abs(wyoming_samples(studio, "voice") - samples / 1.5) <= 4
+
+    card.get_by_role("button", name="Reset").click()
+    page.locator("#voices-message", has_text="the server's speed").wait_for()
+    assert studio.api("GET", "api/voices").json()[0]["speed"] is None
+    assert wyoming_samples(studio, "voice") == samples
+    page.close()
 
 
 def test_record_a_voice_with_the_microphone(studio, browser):

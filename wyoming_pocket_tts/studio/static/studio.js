@@ -160,8 +160,44 @@ function voiceCard(voice) {
   return element("li", { className: "voice", dataset: { voice: voice.name, language: voice.language } },
     element("div", { className: "title" }, element("span", { className: "name", textContent: voice.name }), ...badges),
     element("div", { className: "description", textContent: voice.description }),
+    speedControl(voice),
     element("div", { className: "actions" }, ...actions),
   );
+}
+
+// The voice's own speaking rate, in the server's range, saved as soon as it is let go;
+// without one it speaks at the server's. The server keeps it in the voices folder.
+function speedControl(voice) {
+  const status = state.status;
+  const [slowest, fastest] = status.limits.speed;
+  const id = `speed-${voice.name}`;
+  const slider = element("input", {
+    id, type: "range", className: "speed-input", min: slowest, max: fastest, step: 0.05,
+    value: voice.speed ?? status.speed, disabled: status.voices_folder === null,
+    title: status.voices_folder === null ? "Keeping a voice's speed needs a voices folder (--voices-dir)." : "",
+  });
+  const shown = element("output", { htmlFor: id, className: "speed-value" });
+  const showValue = (own) => {
+    shown.textContent = `${Number(slider.value).toFixed(2)}×` + (own ? "" : " (server's)");
+  };
+  showValue(voice.speed !== null);
+  const reset = element("button", { type: "button", textContent: "Reset", disabled: voice.speed === null });
+  slider.addEventListener("input", () => showValue(true));
+  slider.addEventListener("change", () => saveSpeed(voice.name, Number(slider.value)));
+  reset.addEventListener("click", () => saveSpeed(voice.name, null));
+  return element("div", { className: "speed" },
+    element("div", { className: "speed-line" }, element("label", { htmlFor: id, textContent: "Speed" }), shown),
+    slider, reset);
+}
+
+async function saveSpeed(name, speed) {
+  try {
+    await api(`api/voices/${encodeURIComponent(name)}`, {
+      method: "PATCH", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ speed }),
+    });
+    say("voices-message", speed === null ? `${name} speaks at the server's speed.` : `${name} speaks at ${speed}×.`);
+  } catch (error) { say("voices-message", error.message, true); }
+  await refreshAll();
 }
 
 // A voice speaks its own language's sentence, with its own language's model.
@@ -236,7 +272,8 @@ async function addVoice(event) {
       const wav = await toWav(file, limits.decoded_seconds);
       voice = await upload(wav, fileName.replace(/\.[^.]*$/, "") + ".wav");
     }
-    say("add-message", `Added ${voice.name}.`);
+    // A voice file whose speed was not one is added all the same: the server says so.
+    say("add-message", voice.warning ? `Added ${voice.name}. ${voice.warning}` : `Added ${voice.name}.`);
     state.recorded = null;
     const language = $("add-language").value;
     $("add-form").reset();
