@@ -238,8 +238,9 @@ class VoiceLibrary:
                     path.unlink()
             except OSError as error:
                 raise StudioError(f"Cannot rename {name}: {error.strerror}", 507) from None
-            settings = self._settings(voice.language)
-            await self._write_settings(settings, settings.rename, voice.source.name, new_name)
+            settings = self.languages[voice.language].settings
+            if settings is not None:
+                await self._write_settings(settings, settings.rename, voice.source.name, new_name)
         async with in_memory(self.languages, voice.language) as loaded:
             if loaded is not None:  # loaded again, as it was
                 try:
@@ -277,6 +278,8 @@ class VoiceLibrary:
     async def _keep_speed(self, code: str, name: str, speed: float | None) -> None:
         """Keep `speed` for the voice `name` of language `code`, writing the settings
         only if that changes them: a folder gets a settings file once a rate is set."""
+        if speed is None and self.languages[code].settings is None:
+            return  # none kept, none to keep
         settings = self._settings(code)
         if settings.speed(name) != speed:
             await self._write_settings(settings, settings.set_speed, name, speed)
