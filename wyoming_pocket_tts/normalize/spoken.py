@@ -10,7 +10,7 @@ SSML is parsed into pieces, its say-as read as asked, its breaks made silences a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .pipeline import normalize as normalize_text
 from .say_as import say_as
@@ -49,6 +49,10 @@ class TextOptions:
 
     normalize: bool = True  # numbers, units, dates... in words; off: the text as sent
     speed: float = 1.0  # the voice's pace, which SSML rates multiply
+
+    def for_voice(self, speed: float | None) -> TextOptions:
+        """The options for a voice with its own speed (None: the server's), which wins."""
+        return self if speed is None else replace(self, speed=speed)
 
 
 def spoken(text: str, language: str, options: TextOptions, ssml: bool = False) -> SpokenRequest:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import socket
 import time
@@ -556,9 +555,7 @@ class PocketTTSEventHandler(AsyncEventHandler):
     def _spoken(self, text: str, speaker: Speaker, ssml: bool) -> SpokenRequest:
         """The text as the voice's language says it, at the voice's own speed if it has
         one (see normalize/spoken.py)."""
-        options = self._settings.text
-        if speaker.speed is not None:
-            options = dataclasses.replace(options, speed=speaker.speed)
+        options = self._settings.text.for_voice(speaker.speed)
         return spoken(text, speaker.language, options, ssml=ssml)
 
     @contextlib.contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from dataclasses import replace
 
 from aiohttp import web
 
@@ -52,9 +51,7 @@ def as_spoken(
 ) -> SpokenText:
     """`text` as the server says it with a voice of `language` (see normalize/spoken.py):
     read with the server's options, at the voice's own speed if it has one."""
-    if voice_speed is not None:
-        options = replace(options, speed=voice_speed)
-    (piece,) = spoken(text, language, options).pieces  # plain text is one piece
+    (piece,) = spoken(text, language, options.for_voice(voice_speed)).pieces  # plain: one
     assert isinstance(piece, SpokenText)
     return piece
 
