@@ -85,9 +85,13 @@ def beside_synthesis(args: argparse.Namespace, costs: dict[float, float], frame_
     from tests.support.voices_audio import write_voice_wav
 
     built = build_checkpoint(args)
-    voice = write_voice_wav(checkpoint_directory(args) / "voice0.wav", seconds=5.0, seed=0)
+    voices = [  # engine.py's three voices
+        write_voice_wav(checkpoint_directory(args) / f"voice{i}.wav", seconds=5.0, seed=i)
+        for i in range(3)
+    ]
     script = str(ROOT / "benchmarks" / "engine.py")
-    arguments = ["--config", str(built.config_path), "--voice", str(voice)]
+    arguments = ["--config", str(built.config_path),
+                 *(arg for voice in voices for arg in ("--voice", str(voice)))]
     speeds = {engine: run_child(script, engine, arguments)["speed_x"]
               for engine in ("reference", "ours")}
     synthesis = {engine: frame_s / speed for engine, speed in speeds.items()}
