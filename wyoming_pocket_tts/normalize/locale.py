@@ -46,6 +46,22 @@ class Noun:
 
 
 @dataclass(frozen=True)
+class Nouns:
+    """How a language writes a noun whose plural is not spelt out: the singular and
+    `suffix` ("grado", "grados"; German's "Grad" takes none)."""
+
+    suffix: str = "s"
+
+    def __call__(
+        self, singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE
+    ) -> Noun:
+        return Noun(singular, singular + self.suffix if plural is None else plural, gender)
+
+    def feminine(self, singular: str, plural: str | None = None) -> Noun:
+        return self(singular, plural, Gender.FEMININE)
+
+
+@dataclass(frozen=True)
 class Currency:
     """A currency's name and, when it has one, the name of its hundredth."""
 

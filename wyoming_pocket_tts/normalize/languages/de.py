@@ -8,7 +8,7 @@ from wyoming_pocket_tts.normalize.locale import (
     Currency,
     Gender,
     Locale,
-    Noun,
+    Nouns,
 )
 
 # After these an ordinal takes "-n" ("am neunten", "zum dritten", "bis neunten").
@@ -59,12 +59,8 @@ class German(Locale):
         return f"{words} {self.cardinal(minute)}" if minute else words
 
 
-def _noun(singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE) -> Noun:
-    return Noun(singular, singular if plural is None else plural, gender)
-
-
-def _feminine(singular: str, plural: str) -> Noun:
-    return _noun(singular, plural, Gender.FEMININE)
+_noun = Nouns("")
+_feminine = _noun.feminine
 
 
 LOCALE = German(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wyoming_pocket_tts.normalize.locale import Abbreviation, Before, Currency, Locale, Noun
+from wyoming_pocket_tts.normalize.locale import Abbreviation, Before, Currency, Locale, Nouns
 
 
 class English(Locale):
@@ -46,8 +46,7 @@ class English(Locale):
         return f"{words} {'p.m.' if meridiem == 'pm' else 'a.m.'}"
 
 
-def _noun(singular: str, plural: str | None = None) -> Noun:
-    return Noun(singular, singular + "s" if plural is None else plural)
+_noun = Nouns("s")
 
 
 LOCALE = English(

@@ -10,7 +10,7 @@ from wyoming_pocket_tts.normalize.locale import (
     Currency,
     Gender,
     Locale,
-    Noun,
+    Nouns,
 )
 
 # "uno" shortens before a masculine noun, or before "mil" and "millones".
@@ -58,12 +58,8 @@ class Spanish(Locale):
         return f"{words} y {self.cardinal(minute)}" if minute else f"{words} en punto"
 
 
-def _noun(singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE) -> Noun:
-    return Noun(singular, singular + "s" if plural is None else plural, gender)
-
-
-def _feminine(singular: str, plural: str | None = None) -> Noun:
-    return _noun(singular, plural, Gender.FEMININE)
+_noun = Nouns("s")
+_feminine = _noun.feminine
 
 
 LOCALE = Spanish(

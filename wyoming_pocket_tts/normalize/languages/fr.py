@@ -8,7 +8,7 @@ from wyoming_pocket_tts.normalize.locale import (
     Currency,
     Gender,
     Locale,
-    Noun,
+    Nouns,
 )
 from wyoming_pocket_tts.normalize.written import WrittenNumber
 
@@ -55,12 +55,8 @@ class French(Locale):
         return words
 
 
-def _noun(singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE) -> Noun:
-    return Noun(singular, singular + "s" if plural is None else plural, gender)
-
-
-def _feminine(singular: str, plural: str | None = None) -> Noun:
-    return _noun(singular, plural, Gender.FEMININE)
+_noun = Nouns("s")
+_feminine = _noun.feminine
 
 
 LOCALE = French(

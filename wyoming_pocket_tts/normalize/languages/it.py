@@ -10,7 +10,7 @@ from wyoming_pocket_tts.normalize.locale import (
     Currency,
     Gender,
     Locale,
-    Noun,
+    Nouns,
 )
 
 _VOWELS = "aeiouàèéìòù"
@@ -62,12 +62,8 @@ class Italian(Locale):
         return f"{words} e {self.cardinal(minute)}" if minute else words
 
 
-def _noun(singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE) -> Noun:
-    return Noun(singular, singular if plural is None else plural, gender)
-
-
-def _feminine(singular: str, plural: str) -> Noun:
-    return _noun(singular, plural, Gender.FEMININE)
+_noun = Nouns("")
+_feminine = _noun.feminine
 
 
 LOCALE = Italian(

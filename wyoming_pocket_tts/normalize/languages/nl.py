@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wyoming_pocket_tts.normalize.locale import Abbreviation, Before, Currency, Locale, Noun
+from wyoming_pocket_tts.normalize.locale import Abbreviation, Before, Currency, Locale, Nouns
 
 
 class Dutch(Locale):
@@ -41,8 +41,7 @@ class Dutch(Locale):
         return f"{words} {self.cardinal(minute)}" if minute else words
 
 
-def _noun(singular: str, plural: str | None = None) -> Noun:
-    return Noun(singular, singular if plural is None else plural)
+_noun = Nouns("")
 
 
 LOCALE = Dutch(

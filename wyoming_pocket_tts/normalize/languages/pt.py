@@ -10,7 +10,7 @@ from wyoming_pocket_tts.normalize.locale import (
     Currency,
     Gender,
     Locale,
-    Noun,
+    Nouns,
 )
 
 # "um" and "dois", and the hundreds, agree with a feminine noun; "milhão" stays masculine.
@@ -54,12 +54,8 @@ class Portuguese(Locale):
         return f"{words} {'hora' if hour == 1 else 'horas'}"
 
 
-def _noun(singular: str, plural: str | None = None, gender: Gender = Gender.MASCULINE) -> Noun:
-    return Noun(singular, singular + "s" if plural is None else plural, gender)
-
-
-def _feminine(singular: str, plural: str | None = None) -> Noun:
-    return _noun(singular, plural, Gender.FEMININE)
+_noun = Nouns("s")
+_feminine = _noun.feminine
 
 
 LOCALE = Portuguese(
