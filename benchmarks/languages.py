@@ -20,7 +20,6 @@ import asyncio
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.checkpoints import WEIGHT_DTYPES
 from benchmarks.engine import PARAGRAPH, SHORT, _machine
 from benchmarks.local_server import LocalServer
+from benchmarks.server import Timing
 
 MODELS = {"en": "english_2026-10", "fr": "french", "de": "german"}
 SHORTS = {
@@ -36,17 +36,6 @@ SHORTS = {
     "fr": "C'est fait, la lumière de la cuisine est allumée.",
     "de": "Erledigt, das Licht in der Küche ist an.",
 }
-
-
-@dataclass(frozen=True)
-class Timing:
-    first_audio_s: float
-    audio_s: float
-    wall_s: float
-
-    @property
-    def speed(self) -> float:
-        return self.audio_s / self.wall_s
 
 
 async def speak(port: int, text: str, voice: str) -> Timing:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.answers import ANSWERS
 from tests.support.reference_model import BuiltModel
 from wyoming_pocket_tts import resolve
 from wyoming_pocket_tts.languages import Language, Languages
@@ -28,15 +29,7 @@ from wyoming_pocket_tts.voices.store import (
 )
 
 ALL = ("en", "fr", "de", "it", "pt", "es", "nl")
-SENTENCES = {
-    "en": "The kitchen light is on and the front door is locked.",
-    "fr": "La lumière de la cuisine est allumée et la porte d'entrée est fermée.",
-    "de": "Das Licht in der Küche ist an und die Haustür ist abgeschlossen.",
-    "it": "La luce della cucina è accesa e la porta d'ingresso è chiusa.",
-    "pt": "A luz da cozinha está acesa e a porta da frente está trancada.",
-    "es": "La luz de la cocina está encendida y la puerta principal está cerrada.",
-    "nl": "Het licht in de keuken is aan en de voordeur is op slot.",
-}
+SENTENCES = ANSWERS
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from tests.support.answers import ANSWERS
 from tests.support.reference_model import BuiltModel, build_model
 from tests.support.server import (
     REPO,
@@ -33,11 +34,7 @@ from tests.support.server import (
 from wyoming_pocket_tts.engine.pcm import pcm16
 from wyoming_pocket_tts.engine.runtime.options import GenerationOptions
 
-SENTENCES = {
-    "en": "The kitchen light is on and the front door is locked.",
-    "fr": "La lumière de la cuisine est allumée et la porte d'entrée est fermée.",
-    "de": "Das Licht in der Küche ist an und die Haustür ist abgeschlossen.",
-}
+SENTENCES = ANSWERS
 # The server's, with --temperature 0 and an end-of-speech threshold no logit misses:
 # each text is said one way, and ends at its seventh frame. Within a few steps of 16-bit
 # audio: with random weights a long text magnifies the rounding that a change of

@@ -27,13 +27,6 @@ class Dutch(Locale):
             return "anderhalf"
         return super().mixed_number(whole, numerator, denominator)
 
-    def date(self, day: int | None, month: int, year: int | None, previous: str = "") -> str:
-        parts = [] if day is None else [self.cardinal(day)]
-        parts.append(self.months[month - 1])
-        if year is not None:
-            parts.append(self.year(year))
-        return " ".join(parts)
-
     def time(self, hour: int, minute: int, meridiem: str | None = None) -> str:
         if minute == 0 and hour in (0, 24):
             return "middernacht"
