@@ -167,10 +167,11 @@ def test_malformed_ssml_is_spoken_as_its_text_with_one_warning(caplog) -> None:
     assert len(warnings) == 1
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("speed", [0.75, 1.5])
-def test_the_speaking_rate_changes_the_length_of_the_audio(speed: float) -> None:
-    texts, received = _spoken([Synthesize(text="Good night.").event()], speed=speed)
-    assert texts == ["Good night."]
+def test_the_speaking_rate_changes_the_length_of_the_audio(language: str, speed: float) -> None:
+    texts, received = _spoken([Synthesize(text=SENSOR[language]).event()], language, speed=speed)
+    assert texts == [normalize(SENSOR[language], language)]
     assert len(_pcm(received)) == round(FRAMES_PER_REQUEST * 1920 / speed)
 
 
@@ -180,6 +181,8 @@ def test_an_ssml_rate_multiplies_the_servers_speed() -> None:
     assert len(_pcm(received)) == round(FRAMES_PER_REQUEST * 1920 / 1.8)
 
 
-def test_a_voices_own_speed_wins_over_the_servers() -> None:
-    _, received = _spoken([Synthesize(text="Good night.").event()], voice_speed=1.5, speed=0.75)
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_voices_own_speed_wins_over_the_servers(language: str) -> None:
+    request = Synthesize(text=SENSOR[language]).event()
+    _, received = _spoken([request], language, voice_speed=1.5, speed=0.75)
     assert len(_pcm(received)) == round(FRAMES_PER_REQUEST * 1920 / 1.5)
