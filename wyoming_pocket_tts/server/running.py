@@ -28,6 +28,7 @@ from wyoming.info import Info
 from .. import resolve, studio
 from ..engine.errors import EngineError
 from ..languages import Language, Languages
+from ..normalize.spoken import spoken
 from ..recent import RecentRequests
 from ..speakers import LoadedLanguage, Speakers
 from ..voices.settings import VoiceSettings
@@ -91,6 +92,7 @@ async def run_server(
             return 1
         try:
             await _warm_up(worker, default.voices, config.warm_up)
+            _read_once(languages.codes, config)
         except EngineError as err:
             _LOGGER.error("Cannot synthesize with this model: %s", err)
             return 1
@@ -235,6 +237,13 @@ async def _warm_up(
         frames = worker.stream(voice, warm_up.text)
         await asyncio.to_thread(_speak_unheard, frames, warm_up.frames)
     _LOGGER.debug("Warmed up in %.2f s", time.monotonic() - started)
+
+
+def _read_once(codes: Sequence[str], config: ServerConfig) -> None:
+    """Normalise the warm-up text in every served language: each language's patterns
+    are compiled on its first text (milliseconds), which a request would wait for."""
+    for code in codes:
+        spoken(config.warm_up.text, code, config.text)
 
 
 def _speak_unheard(frames: Generator[np.ndarray, None, None], count: int) -> None:
