@@ -80,7 +80,7 @@ async def run_server(
                     served[0], synthesizer, config.max_loaded_voices, voice_encoder, voice_readers
                 ),
                 max_loaded=config.max_loaded_models,
-                native=partial(_native, served),
+                native=partial(_native, _speaker_languages(served)),
             )
             for code in dict.fromkeys([languages.default.code, *config.preload_models]):
                 await languages.preload(code)
@@ -154,13 +154,19 @@ def _language(resolved: resolve.ResolvedModel, config: ServerConfig, first: bool
     return Language(code, resolved, sources, default_voice, folder, settings)
 
 
-def _native(served: Sequence[resolve.ResolvedModel], code: str, source: VoiceSource) -> bool:
+def _speaker_languages(served: Sequence[resolve.ResolvedModel]) -> dict[str, str]:
+    """The language each predefined voice's speaker speaks, from the catalog."""
+    return {
+        voice.name: voice.language
+        for resolved in served if resolved.entry is not None
+        for voice in resolved.entry.voices
+    }
+
+
+def _native(speaker_languages: dict[str, str], code: str, source: VoiceSource) -> bool:
     """Whether a voice belongs to language `code`: any custom voice of its folder, or a
     predefined voice whose speaker speaks it."""
-    if source.kind is not VoiceKind.PREDEFINED:
-        return True
-    entry = next(r.entry for r in served if r.description.languages[0] == code)
-    return entry is None or entry.voice(source.name).language == code
+    return source.kind is not VoiceKind.PREDEFINED or speaker_languages.get(source.name) == code
 
 
 @dataclass(frozen=True)
